@@ -1,0 +1,4 @@
+"""``python -m envelope_ci``: the same as the ``envelope-ci`` console script."""
+from .cli import main
+
+raise SystemExit(main())

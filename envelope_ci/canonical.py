@@ -1,0 +1,25 @@
+"""One canonical JSON encoding for every hash and every on-disk format.
+
+Changing this function changes every fixture hash and every pins file: treat it as
+part of the contract and bump the pins format version if you ever must.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no insignificant whitespace, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def digest(value: Any) -> str:
+    """sha256 of the canonical JSON of ``value``, prefixed with the algorithm."""
+    return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def digest_bytes(data: bytes) -> str:
+    """sha256 of raw bytes, prefixed with the algorithm."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()

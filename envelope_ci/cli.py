@@ -1,0 +1,165 @@
+"""Command line: flags and environment -> RunConfig; errors -> exit codes. No logic here."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from . import __version__
+from .errors import UsageError
+from .fixtures import PINS_NAME, fixtures_hash, load_cases
+from .model import ExitCode, Lane
+from .config import RunConfig
+
+EPILOG = """\
+exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive
+(drops/empties left after retries, or an adjudication run whose responses named no model)
+
+examples:
+  envelope-ci run evals/                       grade recorded completions offline (no key, no network)
+  envelope-ci run evals/ --replay new.jsonl    grade a recordings file against the same pins
+  EVAL_API_KEY=... envelope-ci run evals/ --base-url https://host/v1 --model gpt-4o-mini
+  envelope-ci run evals/ --lane adjudication --write-pins    (locally, then commit the pins)
+  envelope-ci hash evals/                      print the fixtures hash the pins must match
+"""
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envelope-ci",
+        description="Gate changes on LLM prompt evals: label every envelope (drop, empty, truncated, schema, wrong, right), "
+        "judge four channels (correctness, schema, size, time) against pinned last-good values, keep difficulty strata "
+        "as separate instruments, and fail only on a real regression.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"envelope-ci {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="grade a fixtures directory and write report.json, report.md, junit.xml",
+                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path, help="directory of .yaml/.yml/.json/.jsonl cases (searched recursively)")
+    run.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME})")
+    run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), help="output directory (default: %(default)s)")
+    run.add_argument("--config", type=Path, help="thresholds file (default: FIXTURES_DIR/envelope-ci.yaml if present)")
+    live = run.add_argument_group("live runs (without --base-url, recorded envelopes are graded offline)")
+    live.add_argument("--base-url", default=os.environ.get("EVAL_BASE_URL") or None,
+                      help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (env EVAL_BASE_URL); the key comes from EVAL_API_KEY only")
+    live.add_argument("--model", default=os.environ.get("EVAL_MODEL") or None, help="model name to request (env EVAL_MODEL)")
+    live.add_argument("--concurrency", type=int, default=4, help="parallel requests (default: %(default)s)")
+    live.add_argument("--repeats", type=int, default=1, help="calls per case; median and p95 come from them (default: %(default)s)")
+    live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
+    live.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, part of the fingerprint (default: %(default)s)")
+    live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
+    run.add_argument("--replay", type=Path, help="grade a recordings JSONL instead of what the fixtures embed")
+    lanes = run.add_argument_group("lanes and pins")
+    lanes.add_argument("--lane", choices=[lane.value for lane in Lane], default=Lane.SMOKE.value,
+                       help="smoke explores; only adjudication may write pins (default: %(default)s)")
+    lanes.add_argument("--endpoint-class", default="unspecified", help="names the serving setup, part of the fingerprint (default: %(default)s)")
+    lanes.add_argument("--write-pins", action="store_true", help="write this run's results as the pins (adjudication, outside CI)")
+    lanes.add_argument("--move-baseline", action="store_true", help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
+    lanes.add_argument("--base-pins", type=Path, help="the base branch's pins, for the per-case diff in the report (the action passes it)")
+    run.add_argument("--quiet", action="store_true", help="print only the verdict line")
+
+    hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)")
+    hash_cmd.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path)
+    hash_cmd.add_argument("--pins", type=Path, help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
+
+    sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    if args.concurrency < 1 or args.repeats < 1:
+        raise UsageError("--concurrency and --repeats must be at least 1")
+    if args.move_baseline and not args.write_pins:
+        raise UsageError("--move-baseline only makes sense with --write-pins")
+    if args.base_url and args.replay:
+        raise UsageError("--base-url and --replay are exclusive: a replay grades recorded envelopes offline")
+    if args.record and not args.base_url:
+        raise UsageError("--record needs a live run (--base-url or EVAL_BASE_URL)")
+    if args.base_url and not args.model:
+        raise UsageError("a live run needs --model (or EVAL_MODEL)")
+    return RunConfig(
+        fixtures_dir=args.fixtures,
+        pins_path=args.pins or args.fixtures / PINS_NAME,
+        out_dir=args.out,
+        lane=Lane(args.lane),
+        endpoint_class=args.endpoint_class,
+        temperature=args.temperature,
+        base_url=args.base_url,
+        model=args.model,
+        api_key=os.environ.get("EVAL_API_KEY") or None,
+        concurrency=args.concurrency,
+        repeats=args.repeats,
+        stream=args.stream,
+        record=args.record,
+        replay=args.replay,
+        config_path=args.config,
+        base_pins_path=args.base_pins,
+        write_pins=args.write_pins,
+        move_baseline=args.move_baseline,
+        in_ci=truthy(os.environ.get("CI")) or truthy(os.environ.get("GITHUB_ACTIONS")),
+        quiet=args.quiet,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .render.console import render_console
+    from .runner import execute
+
+    config = config_from_args(args)
+    fetch = None
+    if config.base_url:
+        from .transport import fetch_envelopes
+
+        fetch = fetch_envelopes
+    result = execute(config, fetch)
+    files = [p.as_posix() for p in result.written]
+    if config.quiet:
+        print(f"envelope-ci: {result.report['verdict']}")
+    else:
+        print(render_console(result.report, files))
+    if result.pins_written:
+        print(f"wrote pins: {result.pins_written.as_posix()} — review the diff and commit it with the fixtures")
+    return int(result.exit_code)
+
+
+def cmd_hash(args: argparse.Namespace) -> int:
+    pins = (args.pins or args.fixtures / PINS_NAME).resolve()
+    load_cases(args.fixtures, {pins})  # a hash of a broken suite is no use: validate first
+    print(fixtures_hash(args.fixtures, {pins}))
+    return int(ExitCode.PASS)
+
+
+def cmd_schema(_: argparse.Namespace) -> int:
+    from .fixtures import case_schema
+
+    print(json.dumps(case_schema(), indent=2))
+    return int(ExitCode.PASS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage already; keep its code
+        return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    handlers = {"run": cmd_run, "hash": cmd_hash, "schema": cmd_schema}
+    try:
+        return handlers[args.command](args)
+    except UsageError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return int(ExitCode.INCONCLUSIVE)

@@ -1,0 +1,101 @@
+"""RunConfig and thresholds: every default in one place, ``envelope-ci.yaml`` validated."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .errors import Problem, UsageError
+from .fixtures import CONFIG_NAMES, read_text
+from .model import Lane, Thresholds
+
+_RATE = {"type": "number", "minimum": 0, "maximum": 1}
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "size_slack": {"type": "number", "minimum": 1},
+        "time_slack": {"type": "number", "minimum": 1},
+        "time_floor_ms": {"type": "number", "minimum": 0},
+        "easy_floor": _RATE,
+        "medium_floor": _RATE,
+        "stretch_high": _RATE,
+        "ceiling_easy": _RATE,
+        "ceiling_medium": _RATE,
+        "thin_below": {"type": "integer", "minimum": 0},
+        "require_strata": {"type": "boolean"},
+        "min_delivered_share": _RATE,
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """What ``envelope-ci.yaml`` may set."""
+
+    thresholds: Thresholds
+    headers: dict[str, str]
+    path: Path | None
+
+
+def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
+    if explicit is not None:
+        if not explicit.is_file():
+            raise UsageError(f"{explicit}: config file not found")
+        return explicit
+    for name in CONFIG_NAMES:
+        if (fixtures_dir / name).is_file():
+            return fixtures_dir / name
+    return None
+
+
+def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
+    """Thresholds and extra request headers, defaults where the file is silent."""
+    path = find_config(fixtures_dir, explicit)
+    if path is None:
+        return FileConfig(Thresholds(), {}, None)
+    shown = path.as_posix()
+    try:
+        data = yaml.safe_load(read_text(path, shown)) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc}")]) from None
+    errors = list(jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(data))
+    if errors:
+        raise UsageError([Problem(shown, None, ".".join(map(str, e.absolute_path)) or None, e.message) for e in errors])
+    known = {f.name for f in fields(Thresholds)}
+    thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
+    return FileConfig(thresholds, dict(data.get("headers", {})), path)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs, resolved from flags and environment by the CLI."""
+
+    fixtures_dir: Path
+    pins_path: Path
+    out_dir: Path
+    lane: Lane = Lane.SMOKE
+    endpoint_class: str = "unspecified"
+    temperature: float = 0.0
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    concurrency: int = 4
+    repeats: int = 1
+    stream: bool = False
+    record: Path | None = None
+    replay: Path | None = None
+    config_path: Path | None = None
+    base_pins_path: Path | None = None
+    write_pins: bool = False
+    move_baseline: bool = False
+    in_ci: bool = False
+    quiet: bool = False
+
+    def __repr__(self) -> str:  # never show the key, even by accident
+        return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

@@ -1,0 +1,28 @@
+"""Errors the edges raise; the command line turns them into exit code 2."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with user input, located as precisely as the format allows."""
+
+    file: str
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file + (f":{self.line}" if self.line else "")
+        return f"{where}: {self.field + ': ' if self.field else ''}{self.message}"
+
+
+class UsageError(Exception):
+    """Bad input or usage: exit 2 with every problem on its own line."""
+
+    def __init__(self, problems: list[Problem] | str):
+        if isinstance(problems, str):
+            problems = [Problem("envelope-ci", None, None, problems)]
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))

@@ -1,0 +1,370 @@
+"""Load, validate and hash fixture files into cases; load recordings.
+
+Fixture files are user input: every problem is reported with its file, line and
+field, all at once, and never as a traceback.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import jsonschema
+import yaml
+
+from .canonical import digest, digest_bytes
+from .errors import Problem, UsageError
+from .model import Case, Envelope
+
+CASE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+CONFIG_NAMES = ("envelope-ci.yaml", "envelope-ci.yml")
+PINS_NAME = "envelope-pins.json"
+MAX_YAML_ALIASES = 100
+MAX_EXPANDED_NODES = 200_000
+_REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format")
+
+
+@lru_cache(maxsize=1)
+def case_schema() -> dict[str, Any]:
+    """The fixture case format, published with the package for editors too."""
+    return json.loads(resources.files(__package__).joinpath("case_schema.json").read_text("utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _case_validator() -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(case_schema())
+
+
+@dataclass(frozen=True)
+class RawCase:
+    """A case as found in a file, before validation."""
+
+    data: Any
+    file: str
+    line: int | None
+    key_lines: Mapping[str, int]
+
+
+def is_hidden(rel: Path) -> bool:
+    return any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+
+
+def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
+    """Every file that belongs to the fixtures (hashed), sorted, minus the excluded ones."""
+    out = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not is_hidden(path.relative_to(root)) and path.resolve() not in exclude:
+            out.append(path)
+    return out
+
+
+def fixtures_hash(root: Path, exclude: set[Path]) -> str:
+    """Hash of the fixtures directory: relative paths and bytes of every file but the excluded."""
+    entries = [[p.relative_to(root).as_posix(), digest_bytes(p.read_bytes())] for p in fixture_files(root, exclude)]
+    return digest(entries)
+
+
+def case_files(root: Path, exclude: set[Path]) -> list[Path]:
+    """The files that hold cases: data files that are not the pins file or the config."""
+    return [p for p in fixture_files(root, exclude) if p.suffix in CASE_SUFFIXES and p.name not in CONFIG_NAMES]
+
+
+def read_text(path: Path, shown: str) -> str:
+    """UTF-8 text of a user file, or a problem naming the line of the first bad byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError([Problem(shown, line, None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})")]) from None
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A safe loader that remembers where each mapping and key starts and caps aliases."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.lines: dict[int, tuple[int, dict[str, int]]] = {}
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_YAML_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases: refusing a possible alias bomb")
+        return super().compose_node(parent, index)
+
+
+
+def _construct_located_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
+    # Recorded on the dict the caller finally gets (SafeLoader fills it after yielding).
+    data: dict[Any, Any] = {}
+    keys = {str(k.value): k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+    loader.lines[id(data)] = (node.start_mark.line + 1, keys)
+    yield data
+    data.update(loader.construct_mapping(node))
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_located_map)
+
+
+def _expanded_size(value: Any, budget: int) -> int:
+    """Count nodes as a consumer would see them (aliases expanded), stopping at the budget."""
+    seen, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > budget:
+            return seen
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return seen
+
+
+def _unwrap(data: Any) -> list[Any] | None:
+    """A file holds one case, a list of cases, or a mapping with a ``cases`` list."""
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict) and set(data) == {"cases"} and isinstance(data["cases"], list):
+        return data["cases"]
+    if isinstance(data, dict):
+        return [data]
+    return None
+
+
+def parse_yaml(text: str, shown: str) -> list[RawCase]:
+    loader = _LineLoader(text)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc.problem or exc}")]) from None
+    except yaml.YAMLError as exc:
+        raise UsageError([Problem(shown, None, None, f"malformed YAML: {exc}")]) from None
+    finally:
+        loader.dispose()
+    if loader.aliases and _expanded_size(data, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
+        raise UsageError([Problem(shown, None, None, f"YAML aliases expand past {MAX_EXPANDED_NODES} nodes: refusing an alias bomb")])
+    if data is None:
+        return []
+    items = _unwrap(data)
+    if items is None:
+        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
+    out = []
+    for item in items:
+        line, keys = loader.lines.get(id(item), (None, {}))
+        out.append(RawCase(item, shown, line, keys))
+    return out
+
+
+def _json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -> Problem:
+    return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
+
+
+def _id_line(text: str, case_id: Any) -> int | None:
+    """Where a case's id is written in a JSON file (json keeps no positions)."""
+    if not isinstance(case_id, str):
+        return None
+    match = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(case_id)), text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def parse_json(text: str, shown: str) -> list[RawCase]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError([_json_problem(shown, exc)]) from None
+    items = _unwrap(data)
+    if items is None:
+        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
+    return [RawCase(item, shown, _id_line(text, item.get("id") if isinstance(item, dict) else None), {}) for item in items]
+
+
+def parse_jsonl(text: str, shown: str) -> list[RawCase]:
+    out, problems = [], []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(RawCase(json.loads(line), shown, number, {}))
+        except json.JSONDecodeError as exc:
+            problems.append(_json_problem(shown, exc, number - 1))
+    if problems:
+        raise UsageError(problems)
+    return out
+
+
+def parse_file(path: Path, shown: str) -> list[RawCase]:
+    text = read_text(path, shown)
+    if path.suffix == ".jsonl":
+        return parse_jsonl(text, shown)
+    if path.suffix == ".json":
+        return parse_json(text, shown)
+    return parse_yaml(text, shown)
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def _hint(error: jsonschema.ValidationError) -> str:
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return ""
+    known = list(error.schema.get("properties", {}))
+    extra = [k for k in error.instance if k not in known]
+    guesses = [f"{k!r} -> did you mean {m[0]!r}?" for k in extra if (m := difflib.get_close_matches(k, known, n=1))]
+    return (" (" + "; ".join(guesses) + ")") if guesses else ""
+
+
+def validate_raw(raw: RawCase) -> list[Problem]:
+    """Problems with one case: the format schema, then its own JSON Schema."""
+    if not isinstance(raw.data, dict):
+        return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
+    problems = []
+    for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
+        field_name = _field_path(error)
+        top = str(error.absolute_path[0]) if error.absolute_path else None
+        line = raw.key_lines.get(top, raw.line) if top else raw.line
+        message = error.message
+        if error.validator == "anyOf" and not error.absolute_path:
+            message = "a case needs a 'prompt' or 'messages'"
+        elif error.validator == "not" and not error.absolute_path:
+            message = "give either 'completion' or 'recorded', not both"
+        problems.append(Problem(raw.file, line, field_name or None, message + _hint(error)))
+    schema = raw.data.get("schema")
+    if isinstance(schema, (dict, bool)):
+        try:
+            jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            where = ".".join(str(p) for p in exc.absolute_path)
+            problems.append(Problem(raw.file, raw.key_lines.get("schema", raw.line), "schema" + (f".{where}" if where else ""), f"invalid JSON Schema: {exc.message}"))
+    return problems
+
+
+def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
+    """A recorded envelope (fixture ``recorded`` or a recordings line) as plain data."""
+    return Envelope(
+        http_status=data.get("http_status"),
+        elapsed_ms=data.get("elapsed_ms"),
+        ttft_ms=data.get("ttft_ms"),
+        headers=dict(data.get("headers") or {}),
+        body=data.get("body"),
+        error=data.get("error"),
+        attempts=int(data.get("attempts", 1)),
+        stream_complete=data.get("stream_complete"),
+    )
+
+
+def build_case(raw: RawCase) -> Case:
+    """A validated raw case as a frozen Case."""
+    data = raw.data
+    if "messages" in data:
+        messages = tuple(data["messages"])
+    else:
+        system = [{"role": "system", "content": data["system"]}] if "system" in data else []
+        messages = tuple(system + [{"role": "user", "content": data["prompt"]}])
+    recorded = data.get("recorded")
+    if isinstance(recorded, dict):
+        recorded = [recorded]
+    return Case(
+        id=data["id"],
+        stratum=data.get("stratum"),
+        messages=messages,
+        file=raw.file,
+        line=raw.line,
+        digest=digest(data),
+        expect_fragment=data.get("expect_fragment"),
+        must_include=tuple(data.get("must_include", ())),
+        must_not_include=tuple(data.get("must_not_include", ())),
+        expect_json=data.get("expect_json"),
+        has_expect_json="expect_json" in data,
+        schema=data.get("schema"),
+        max_chars=data.get("max_chars"),
+        timeout_s=data.get("timeout_s"),
+        completion=data.get("completion"),
+        recorded=tuple(recorded) if recorded else None,
+        request={k: data[k] for k in _REQUEST_KEYS if k in data},
+    )
+
+
+def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> list[Case]:
+    """Every case under ``root``, validated; all problems raised together."""
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory of fixtures")
+    problems: list[Problem] = []
+    cases: list[Case] = []
+    first_seen: dict[str, str] = {}
+    for path in case_files(root, exclude):
+        shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
+        try:
+            raws = parse_file(path, shown)
+        except UsageError as exc:
+            problems += exc.problems
+            continue
+        for raw in raws:
+            found = validate_raw(raw)
+            if found:
+                problems += found
+                continue
+            case = build_case(raw)
+            where = f"{raw.file}:{raw.line}" if raw.line else raw.file
+            if case.id in first_seen:
+                problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
+                continue
+            first_seen[case.id] = where
+            cases.append(case)
+    if problems:
+        raise UsageError(problems)
+    if not cases:
+        raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
+    return cases
+
+
+def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
+    text = read_text(path, path.as_posix())
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError([_json_problem(path.as_posix(), exc, number - 1)]) from None
+
+
+_ENVELOPE_VALIDATOR: jsonschema.protocols.Validator | None = None
+
+
+def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]:
+    """A ``--replay`` file: JSONL of ``{"id", "recorded"}``; lines for one id are its repeats."""
+    if not path.is_file():
+        raise UsageError(f"{path}: recordings file not found")
+    global _ENVELOPE_VALIDATOR
+    if _ENVELOPE_VALIDATOR is None:
+        defs = case_schema()["$defs"]
+        _ENVELOPE_VALIDATOR = jsonschema.Draft202012Validator({"$defs": defs, **case_schema()["properties"]["recorded"]})
+    shown = path.as_posix()
+    out: dict[str, list[Envelope]] = {}
+    problems: list[Problem] = []
+    for number, item in iter_recordings(path):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
+            problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
+            continue
+        if item["id"] not in case_ids:
+            problems.append(Problem(shown, number, "id", f"{item['id']!r} matches no case in the fixtures"))
+            continue
+        error = jsonschema.exceptions.best_match(_ENVELOPE_VALIDATOR.iter_errors(item["recorded"]))
+        if error is not None:
+            problems.append(Problem(shown, number, "recorded" + ("." + _field_path(error) if error.absolute_path else ""), error.message))
+            continue
+        recorded = item["recorded"]
+        for env in recorded if isinstance(recorded, list) else [recorded]:
+            out.setdefault(item["id"], []).append(envelope_from_raw(env))
+    if problems:
+        raise UsageError(problems)
+    return out

@@ -1,0 +1,114 @@
+"""Read and write the pins file; the promotion rule that decides who may move the baseline."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from .canonical import canonical_json
+from .errors import Problem, UsageError
+from .model import Fingerprint, Lane, Pin, Pins
+
+PINS_FORMAT = "envelope-ci/pins"
+PINS_VERSION = 1
+
+
+def pin_from_dict(data: Mapping[str, Any]) -> Pin:
+    fp = data.get("fingerprint")
+    return Pin(
+        hash=str(data.get("hash", "")),
+        label=str(data.get("label", "")),
+        channel=str(data.get("channel", "")),
+        chars=data.get("chars"),
+        tokens=data.get("tokens"),
+        tokens_estimated=bool(data.get("tokens_estimated", False)),
+        ms=data.get("ms"),
+        ms_p95=data.get("ms_p95"),
+        fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
+    )
+
+
+def pin_to_dict(pin: Pin) -> dict[str, Any]:
+    return {
+        "hash": pin.hash,
+        "label": pin.label,
+        "channel": pin.channel,
+        "chars": pin.chars,
+        "tokens": pin.tokens,
+        "tokens_estimated": pin.tokens_estimated,
+        "ms": pin.ms,
+        "ms_p95": pin.ms_p95,
+        "fingerprint": pin.fingerprint.as_dict() if pin.fingerprint else None,
+    }
+
+
+def parse_pins(text: str, shown: str) -> Pins:
+    """Pins from the text of a pins file (the head's, or the base branch's)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError([Problem(shown, exc.lineno, None, f"malformed JSON: {exc.msg}")]) from None
+    if not isinstance(data, dict) or data.get("format") != PINS_FORMAT or not isinstance(data.get("cases"), dict):
+        raise UsageError([Problem(shown, None, "format", f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
+    if data.get("version") != PINS_VERSION:
+        raise UsageError([Problem(shown, None, "version", f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
+    fp = data.get("fingerprint")
+    return Pins(
+        fixtures_hash=str(data.get("fixtures_hash", "")),
+        fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
+        cases={cid: pin_from_dict(p) for cid, p in data["cases"].items() if isinstance(p, dict)},
+    )
+
+
+def read_pins(path: Path) -> Pins | None:
+    """The pins at ``path``, or None when there are none yet."""
+    if not path.is_file():
+        return None
+    return parse_pins(path.read_text("utf-8"), path.as_posix())
+
+
+def render_pins(pins: Pins) -> str:
+    """Canonical JSON, one case per line so a review diff shows which pins moved."""
+    head = {
+        "format": PINS_FORMAT,
+        "version": PINS_VERSION,
+        "fixtures_hash": pins.fixtures_hash,
+        "fingerprint": pins.fingerprint.as_dict() if pins.fingerprint else None,
+    }
+    lines = [canonical_json(head)[:-1] + ',"cases":{']
+    items = sorted(pins.cases.items())
+    for i, (cid, pin) in enumerate(items):
+        lines.append(f"{canonical_json(cid)}:{canonical_json(pin_to_dict(pin))}" + ("," if i < len(items) - 1 else ""))
+    lines.append("}}")
+    return "\n".join(lines) + "\n"
+
+
+def write_refusal(
+    lane: Lane,
+    in_ci: bool,
+    run_fp: Fingerprint,
+    stored: Pins | None,
+    move_baseline: bool,
+    undelivered: list[str],
+) -> str | None:
+    """Why these results may not become the pins, or None when they may.
+
+    Pins are the team's memory: only a human's adjudication run, outside CI, on the
+    same experiment as the stored baseline (or an explicitly announced move) may
+    write them, and never from a run that left cases ungraded.
+    """
+    if in_ci:
+        return "refusing to write pins in CI (CI or GITHUB_ACTIONS is 'true'): pins are written by a person and reviewed in the PR"
+    if lane is not Lane.ADJUDICATION:
+        return f"refusing to write pins from a {lane.value} run: only --lane adjudication may move the baseline"
+    if undelivered:
+        shown = ", ".join(undelivered[:5]) + (" ..." if len(undelivered) > 5 else "")
+        return f"refusing to write pins: {len(undelivered)} case(s) got no gradeable envelope ({shown})"
+    if stored is not None and stored.fingerprint is not None and not move_baseline:
+        if stored.fingerprint.comparable_key() != run_fp.comparable_key():
+            return (
+                "refusing to write pins: this run's fingerprint "
+                f"{run_fp.comparable_key()} differs from the pinned {stored.fingerprint.comparable_key()} "
+                "(endpoint class, model id, temperature, grader version); pass --move-baseline to move the baseline on purpose"
+            )
+    return None

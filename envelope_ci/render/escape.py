@@ -1,0 +1,133 @@
+"""Neutralise untrusted text (model output, fixture text) for GitHub-flavoured Markdown."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+__all__ = ["NEWLINE_MARK", "ELLIPSIS", "cell", "inline", "fenced", "clean"]
+
+# A table row cannot hold a line break, and `<br>` would be markup we then have to trust;
+# a visible glyph keeps the row on one line and still tells the reader the model broke a line.
+NEWLINE_MARK = "\u23ce"  # ⏎
+ELLIPSIS = "\u2026"  # …
+
+# Zero-width joiner: invisible, but GitHub's mention and issue-reference filters run on the
+# rendered HTML text, where Markdown escapes are already gone; only an inserted character
+# between `@`/`#` and the name stops `@octocat` pinging or `#123` back-linking.
+_ZWJ = "\u200d"
+
+# Bidi embeddings/overrides/isolates and the directional marks: they can make a cell read
+# differently from what it contains ("trojan source"), so they never reach a comment.
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+# The characters str.splitlines() treats as line breaks; all become "\n" so the rest of the
+# module has one notion of a line.
+_LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+# One translation table, applied in a single pass: every character is replaced at most once,
+# so `&` never re-escapes an `&lt;` we produced, and `\` is doubled before (not after) the
+# backslash we put in front of `|`. GFM's cell splitter treats any `\|` as an escaped pipe,
+# so a literal backslash must be doubled for a literal `\|` to survive.
+_MARKDOWN = str.maketrans(
+    {
+        "&": "&amp;",  # a model's `&lt;` must show as `&lt;`, not become `<`
+        "<": "&lt;",  # no HTML: comments (forged markers), </details>, <img>
+        ">": "&gt;",  # no blockquotes, no half of an HTML tag
+        "\\": "\\\\",
+        "|": "\\|",  # table cell delimiter (GFM: escaped even inside code spans)
+        "`": "\\`",  # a code span would show our entities and backslashes verbatim
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",  # links and images: no phishing link, no tracking pixel
+        "]": "\\]",
+        "(": "\\(",
+        ")": "\\)",
+        "!": "\\!",
+        "~": "\\~",  # strikethrough and ~~~ fences
+        "$": "&#36;",  # GitHub renders $…$ as math; an entity is never a delimiter
+        "@": "@" + _ZWJ,
+        "#": "#" + _ZWJ,
+    }
+)
+
+_SPACES = re.compile(r"[ \t]+")
+_WHITESPACE = re.compile(r"\s+")
+# Block syntax that only matters at the start of a paragraph or list item.
+_LEADING_BLOCK = re.compile(r"^(?:(\d{1,9})([.)])|([-+=]))")
+_BACKTICK_RUN = re.compile(r"`+")
+_INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
+
+
+def clean(text: str) -> str:
+    """Normalise line breaks to "\\n" and drop bidi controls, other control characters and lone surrogates."""
+    text = _LINE_BREAKS.sub("\n", text)
+    out: list[str] = []
+    for ch in text:
+        if ch in _BIDI:
+            continue
+        category = unicodedata.category(ch)
+        if category == "Cc" and ch not in "\n\t":
+            continue
+        if category == "Cs":
+            # A lone surrogate (e.g. from a JSON "\ud800") cannot be encoded as UTF-8 and would
+            # make writing the report or posting the comment fail far from its cause.
+            out.append("\ufffd")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def _truncate(text: str, limit: int | None) -> str:
+    """Cut raw text to at most `limit` characters, the last one an ellipsis."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: limit - 1].rstrip() + ELLIPSIS
+
+
+def cell(text: str, limit: int | None = 80) -> str:
+    """Make untrusted text safe inside a GFM table cell: one line, inert, at most `limit` visible characters."""
+    flat = clean(text).replace("\n", NEWLINE_MARK)
+    flat = _SPACES.sub(" ", flat).strip()
+    # Truncate before escaping: the limit counts what the reader sees, and an escape
+    # sequence such as `&amp;` or `\|` can never be cut in half.
+    return _truncate(flat, limit).translate(_MARKDOWN)
+
+
+def inline(text: str, limit: int | None = None) -> str:
+    """Make untrusted text safe in a paragraph or list item: one line, inert, at most `limit` visible characters."""
+    flat = _WHITESPACE.sub(" ", clean(text)).strip()
+    escaped = _truncate(flat, limit).translate(_MARKDOWN)
+    # `-`, `+`, `1.` or `=` at the start would turn the line into a list item or a
+    # setext underline; `#`, `>`, `*` and fences are already neutralised by the table.
+    return _LEADING_BLOCK.sub(_escape_leading, escaped, count=1)
+
+
+def _escape_leading(match: re.Match[str]) -> str:
+    """Backslash-escape the block marker found at the start of an inline text."""
+    if match.group(3) is not None:
+        return "\\" + match.group(3)
+    return match.group(1) + "\\" + match.group(2)
+
+
+def fenced(text: str, info: str = "text", *, limit: int | None = None) -> str:
+    """Wrap untrusted text in a fenced code block that its content cannot close; no trailing newline."""
+    body = _truncate(clean(text), limit)
+    # GitHub does not link mentions inside <pre>/<code> (its html-pipeline MentionFilter skips
+    # those parents), but that is not documented; a ZWJ after `@` is cheap insurance against
+    # a comment edited on every push pinging someone each time.
+    body = body.replace("@", "@" + _ZWJ)
+    # Literal content may quote an HTML comment such as another tool's sticky-comment marker;
+    # a ZWJ inside `<!--` keeps a plain substring search from mistaking our comment for theirs.
+    body = body.replace("<!--", "<!" + _ZWJ + "--")
+    longest = max((len(run) for run in _BACKTICK_RUN.findall(body)), default=0)
+    # CommonMark: a closing fence must be at least as long as the opening one, so a fence
+    # longer than any backtick run in the content cannot be closed from inside.
+    fence = "`" * max(3, longest + 1)
+    # A backtick fence's info string may not contain backticks; keep it to a language name.
+    info = _INFO_DISALLOWED.sub("", info)
+    if body and not body.endswith("\n"):
+        body += "\n"
+    return f"{fence}{info}\n{body}{fence}"

@@ -1,0 +1,213 @@
+"""report dict -> GitHub-flavoured Markdown (report.md, the PR comment, the job summary).
+
+Deterministic: the same report gives the same bytes. Every untrusted string (ids,
+model output, server messages, fixture text) goes through ``escape``.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+from tabulate import tabulate
+
+from .escape import cell, fenced, inline
+
+DETAILS = ("full", "collapsed", "failing")
+_ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
+
+
+def fmt_rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def fmt_num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and digits:
+        return f"{value:.{digits}f}"
+    return str(round(value)) if isinstance(value, float) else str(value)
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GFM table; cells must already be escaped."""
+    return tabulate(list(rows), headers=list(headers), tablefmt="github", disable_numparse=True)
+
+
+def headline(report: Mapping[str, Any], title: str | None) -> list[str]:
+    s = report["summary"]
+    verdict = report["verdict"]
+    name = f" — {inline(title)}" if title else ""
+    line = (
+        f"**{s['total']} cases** · {s['stable']} stable · {len(report['regressions'])} regressions · "
+        f"{len(report['alerts'])} alerts · yield {fmt_rate(s['yield'])} · "
+        f"accuracy on yield {fmt_rate(s['accuracy_on_yield'])} · naive pass rate {fmt_rate(s['naive_pass_rate'])}"
+    )
+    out = [f"## {_ICON.get(verdict, '')} envelope-ci: {verdict}{name}", "", line, ""]
+    for blocker in report.get("blockers", []):
+        out.append(f"> **inconclusive:** {inline(blocker)}")
+    for note in report.get("notes", []):
+        out.append(f"> {inline(note)}")
+    if report.get("blockers") or report.get("notes"):
+        out.append("")
+    return out
+
+
+def alerts_section(report: Mapping[str, Any]) -> list[str]:
+    details = report.get("alert_details", [])
+    if not details:
+        return []
+    lines = ["### Alerts", ""]
+    lines += [f"- `{a['code']}` — {inline(a['message'])}" for a in details]
+    return lines + [""]
+
+
+def _why(case: Mapping[str, Any]) -> str:
+    return cell("; ".join(case.get("reasons", [])), 160)
+
+
+def failing_section(report: Mapping[str, Any]) -> list[str]:
+    """Cases not stable, regressions first: why, and a short escaped preview of the answer."""
+    order = {"regression": 0, "undelivered": 1, "new": 2, "known_failure": 3}
+    failing = [c for c in report["cases"] if c["channel"] != "stable"]
+    if not failing:
+        return []
+    failing.sort(key=lambda c: order.get(c["outcome"], 9))
+    rows = [
+        [cell(c["id"], 60), cell(c["stratum"] or "–"), c["label"], c["channel"], c["outcome"].replace("_", " "), _why(c), cell(c["preview"] or "", 80)]
+        for c in failing
+    ]
+    return [f"### Not stable ({len(failing)})", "", table(["case", "stratum", "label", "channel", "outcome", "why", "answer"], rows), ""]
+
+
+def channels_section(report: Mapping[str, Any]) -> list[str]:
+    channels = report["summary"]["channels"]
+    rows = [[name, str(count)] for name, count in channels.items()]
+    return ["### Channels", "", table(["channel", "cases"], rows), ""]
+
+
+def strata_section(report: Mapping[str, Any]) -> list[str]:
+    t = report["run"].get("thresholds", {})
+    bars = {
+        "easy": f"floor {t.get('easy_floor', 1.0):.2f}",
+        "medium": f"floor {t.get('medium_floor', 0.85):.2f}",
+        "stretch": f"watermark < {t.get('stretch_high', 0.8):.2f}",
+        "unstratified": f"floor {t.get('easy_floor', 1.0):.2f}",
+    }
+    rows = [
+        [name, str(s["cases"]), str(s["n"]), str(s["passed"]), fmt_rate(s["pass_rate"]), bars.get(name, ""), str(s["undelivered"])]
+        for name, s in report["strata"].items()
+    ]
+    return ["### Strata", "", table(["stratum", "cases", "delivered", "stable", "pass rate", "bar", "undelivered"], rows), ""]
+
+
+def labels_section(report: Mapping[str, Any]) -> list[str]:
+    s = report["summary"]
+    rows = [[label, str(count)] for label, count in s["counts"].items()]
+    rates = (
+        f"yield **{fmt_rate(s['yield'])}** (gradeable / total) · accuracy on yield **{fmt_rate(s['accuracy_on_yield'])}** "
+        f"(right / gradeable) · naive pass rate {fmt_rate(s['naive_pass_rate'])} (right / total)"
+    )
+    return ["### Labels", "", table(["label", "count"], rows), "", rates, ""]
+
+
+def lanes_section(report: Mapping[str, Any]) -> list[str]:
+    lanes = report["lanes"]
+    fp = report["fingerprint"]
+    line = (
+        f"lane `{fp['lane']}` · endpoint class {inline(str(fp['endpoint_class']))} · model {inline(str(fp['model_id']))} · "
+        f"temperature {fp['temperature']} · grader v{inline(str(fp['grader_version']))}"
+    )
+    counts = (
+        f"matched fingerprints {lanes['matched_fingerprints']} · fingerprint mismatches {lanes['fingerprint_mismatches']} "
+        f"(size and time not judged) · grade flips {lanes['grade_flips']} · unpinned {lanes['unpinned']}"
+    )
+    return ["### Lanes", "", line, "", counts, ""]
+
+
+def fixtures_section(report: Mapping[str, Any]) -> list[str]:
+    f = report["fixtures"]
+    lines = ["### Fixtures", ""]
+    if f["pinned_hash"] is None:
+        lines.append(f"hash `{f['hash'][:19]}` · no pins yet")
+    elif not f["changed"]:
+        lines.append(f"hash `{f['hash'][:19]}` matches the pins")
+    else:
+        lines.append(f"hash `{f['hash'][:19]}` ≠ pinned `{str(f['pinned_hash'])[:19]}`")
+        for key in ("added", "removed", "modified"):
+            if f[key]:
+                lines.append(f"- {key}: " + ", ".join(inline(i) for i in f[key][:50]) + (" …" if len(f[key]) > 50 else ""))
+        run = report["run"]
+        lines += [
+            "",
+            "The fixtures changed without a pin update. Run this locally (not in CI), review the diff of the pins file, and commit it in this PR:",
+            "",
+            fenced(f"envelope-ci run {run['fixtures_dir']} --pins {run['pins']} --lane adjudication --write-pins", "sh"),
+        ]
+    return lines + [""]
+
+
+def _brief(side: Mapping[str, Any] | None) -> str:
+    if side is None:
+        return "–"
+    return f"{side['label']} {fmt_num(side['chars'])}c {fmt_num(side['tokens'])}t {fmt_num(side['ms'])}ms"
+
+
+def base_section(report: Mapping[str, Any], only_changed: bool) -> list[str]:
+    base = report.get("base")
+    if not base:
+        return []
+    lines = ["### Pins: base branch → this PR → this run", ""]
+    if base.get("error"):
+        lines += [f"> base branch pins unavailable: {inline(base['error'])}", ""]
+    elif not base.get("present"):
+        lines += ["> the base branch has no pins yet (first pins in this PR)", ""]
+    diff = base.get("diff", [])
+    changed = [d for d in diff if d["pin_changed"]]
+    shown = changed if only_changed else sorted(diff, key=lambda d: not d["pin_changed"])
+    lines.append(f"{len(changed)} of {len(diff)} case pins changed in this PR (marked **bold**).")
+    lines.append("")
+    if shown:
+        rows = [
+            [f"**{cell(d['id'], 60)}**" if d["pin_changed"] else cell(d["id"], 60), _brief(d["base"]), _brief(d["head"]), _brief(d["run"])]
+            for d in shown
+        ]
+        lines += [table(["case", "base pin", "head pin", "this run"], rows), ""]
+    return lines
+
+
+def cases_section(report: Mapping[str, Any], detail: str) -> list[str]:
+    cases = report["cases"]
+    if detail == "failing":
+        left = sum(1 for c in cases if c["channel"] == "stable")
+        return [f"_{left} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
+    rows = []
+    for c in cases:
+        pin = c.get("pin") or {}
+        rows.append([
+            cell(c["id"], 60), cell(c["stratum"] or "–"), c["label"], c["channel"],
+            fmt_num(c["chars"]), fmt_num(c["tokens"]) + ("~" if c.get("tokens_estimated") else ""),
+            fmt_num(c["ms"], 1), fmt_num(c["ms_p95"], 1), fmt_num(pin.get("chars")), fmt_num(pin.get("ms"), 1),
+            str(c["attempts"]), c["outcome"].replace("_", " "),
+        ])
+    body = table(["case", "stratum", "label", "channel", "chars", "tokens", "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"], rows)
+    note = "`~` marks a token count estimated as chars/4 (the server reported no usage)."
+    if detail == "collapsed":
+        return [f"<details><summary>All {len(cases)} cases</summary>", "", body, "", note, "", "</details>", ""]
+    return [f"### All cases ({len(cases)})", "", body, "", note, ""]
+
+
+def render_markdown(report: Mapping[str, Any], detail: str = "full", title: str | None = None) -> str:
+    """The whole report as Markdown. ``detail``: full, collapsed (per-case tables folded), failing."""
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {DETAILS}")
+    parts: list[str] = []
+    parts += headline(report, title)
+    parts += alerts_section(report)
+    parts += failing_section(report)
+    parts += channels_section(report)
+    parts += strata_section(report)
+    parts += labels_section(report)
+    parts += lanes_section(report)
+    parts += fixtures_section(report)
+    parts += base_section(report, only_changed=detail == "failing")
+    parts += cases_section(report, detail)
+    return "\n".join(parts).rstrip() + "\n"

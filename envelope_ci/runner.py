@@ -1,0 +1,248 @@
+"""The one orchestrator: fixtures -> envelopes -> grades -> analysis -> reports -> pins."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from .analysis import (
+    Alert,
+    CaseResult,
+    decide,
+    fixture_changes,
+    fixtures_alert,
+    judge_case,
+    lanes_report,
+    strata_report,
+    summarize,
+)
+from .channels import channel_for
+from .classify import classify
+from .config import RunConfig, load_file_config
+from .errors import Problem, UsageError
+from .fixtures import envelope_from_raw, fixtures_hash, load_cases, load_recordings
+from .model import (
+    VERDICT_EXIT,
+    Case,
+    Envelope,
+    ExitCode,
+    Fingerprint,
+    Grade,
+    Lane,
+    Pin,
+    Pins,
+    Thresholds,
+    Verdict,
+)
+from .pins import parse_pins, read_pins, render_pins, write_refusal
+from .render.junit import render_junit
+from .render.markdown import render_markdown
+from .report import base_diff, build_report
+from .schemas import SchemaCache
+
+# Fetches envelopes for cases from a live endpoint: the transport edge plugs in here.
+Fetcher = Callable[[Sequence[Case], RunConfig], Mapping[str, list[Envelope]]]
+
+
+@dataclass
+class RunResult:
+    """What a run produced: the report dict, the exit code, and the files written."""
+
+    report: dict[str, Any]
+    exit_code: ExitCode
+    written: list[Path] = field(default_factory=list)
+    pins_written: Path | None = None
+
+
+def offline_envelopes(cases: Sequence[Case], replay: Mapping[str, list[Envelope]] | None) -> dict[str, list[Envelope]]:
+    """Recorded envelopes: a replay file first, then what each fixture embeds."""
+    out: dict[str, list[Envelope]] = {}
+    missing: list[Problem] = []
+    for case in cases:
+        if replay and case.id in replay:
+            out[case.id] = replay[case.id]
+        elif case.recorded:
+            out[case.id] = [envelope_from_raw(e) for e in case.recorded]
+        elif case.completion is not None:
+            out[case.id] = [Envelope(completion=case.completion)]
+        else:
+            missing.append(Problem(case.file, case.line, "completion", f"case {case.id!r} has no 'completion' or 'recorded' to grade offline (pass --base-url to run it live, or --replay FILE)"))
+    if missing:
+        raise UsageError(missing)
+    return out
+
+
+def grade_all(cases: Sequence[Case], envelopes: Mapping[str, list[Envelope]]) -> dict[str, list[Grade]]:
+    """Classify every envelope; schema validators compiled once per distinct schema."""
+    schemas = SchemaCache()
+    return {c.id: [classify(e, c, schemas.check_for(c.schema)) for e in envelopes[c.id]] for c in cases}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    results: list[CaseResult]
+    summary: dict[str, Any]
+    strata: dict[str, Any]
+    alerts: list[Alert]
+    lanes: dict[str, Any]
+    fixtures: dict[str, Any]
+    fingerprint: Fingerprint
+    verdict: Verdict
+    blockers: list[str]
+
+
+def run_fingerprint(config: RunConfig, grades: Mapping[str, list[Grade]]) -> Fingerprint:
+    """The run's fingerprint; the model id is what the responses said, never the flag."""
+    ids = sorted({g.model_id for gs in grades.values() for g in gs if g.model_id})
+    return Fingerprint(config.lane.value, config.endpoint_class, ",".join(ids) or None, config.temperature)
+
+
+def analyse(
+    cases: Sequence[Case],
+    grades: Mapping[str, list[Grade]],
+    pins: Pins | None,
+    current_hash: str,
+    config: RunConfig,
+    thresholds: Thresholds,
+) -> Analysis:
+    """Everything pure after grading: judge against pins, strata, lanes, the gate."""
+    fp = run_fingerprint(config, grades)
+    results = [judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases]
+    strata, alerts = strata_report(results, thresholds)
+    changes = fixture_changes(cases, pins, current_hash)
+    changed = fixtures_alert(changes)
+    if changed:
+        alerts.append(changed)
+    blockers: list[str] = []
+    if config.base_url and config.lane is Lane.ADJUDICATION:
+        blind = [r.case.id for r in results if r.delivered and r.fingerprint.model_id is None]
+        if blind:
+            blockers.append(f"adjudication run but the response named no model for: {', '.join(blind[:10])} (failing closed)")
+    verdict = decide(alerts, results, thresholds, blockers)
+    return Analysis(results, summarize(results), strata, alerts, lanes_report(results), changes, fp, verdict, blockers)
+
+
+def new_pins(analysis: Analysis, thresholds: Thresholds) -> Pins:
+    """This run as the baseline: each pin's channel judged on its own, not against the old pin."""
+    cases: dict[str, Pin] = {}
+    for r in analysis.results:
+        channel, _ = channel_for(r.label, r.measure, r.case.max_chars, None, False, thresholds)
+        cases[r.case.id] = Pin(
+            hash=r.case.digest,
+            label=r.label.value,
+            channel=channel.value,
+            chars=r.measure.chars,
+            tokens=r.measure.tokens,
+            tokens_estimated=r.measure.tokens_estimated,
+            ms=r.measure.ms,
+            ms_p95=r.measure.ms_p95,
+            fingerprint=Fingerprint(Lane.ADJUDICATION.value, *r.fingerprint.comparable_key()),
+        )
+    return Pins(analysis.fixtures["hash"], analysis.fingerprint, cases)
+
+
+def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | None) -> list[str]:
+    notes = []
+    if pins is None:
+        notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet")
+    if not config.base_url:
+        notes.append("offline: graded recorded envelopes, no endpoint was called")
+    if base_info and base_info.get("error"):
+        notes.append(f"base branch pins unavailable: {base_info['error']}")
+    return notes
+
+
+def load_base(config: RunConfig) -> tuple[Pins | None, dict[str, Any] | None]:
+    """The base branch's pins, handed over by the action as a file (absent on a first PR)."""
+    if config.base_pins_path is None:
+        return None, None
+    if not config.base_pins_path.is_file():
+        return None, {"source": config.base_pins_path.as_posix(), "error": None, "present": False}
+    try:
+        pins = parse_pins(config.base_pins_path.read_text("utf-8"), config.base_pins_path.as_posix())
+    except UsageError as exc:
+        return None, {"source": config.base_pins_path.as_posix(), "error": str(exc), "present": False}
+    return pins, {"source": config.base_pins_path.as_posix(), "error": None, "present": True}
+
+
+def execute(config: RunConfig, fetch: Fetcher | None = None) -> RunResult:
+    """Run the whole pipeline for one configuration and write OUT/report.{json,md} and junit.xml."""
+    if config.write_pins:
+        early = write_refusal(config.lane, config.in_ci, Fingerprint(config.lane.value, "", None, 0.0), None, False, [])
+        if early:
+            raise UsageError(early)
+    excluded = {config.pins_path.resolve()}
+    for extra in (config.replay, config.record):
+        if extra is not None:
+            excluded.add(extra.resolve())
+    cases = load_cases(config.fixtures_dir, excluded)
+    file_config = load_file_config(config.fixtures_dir, config.config_path)
+    thresholds = file_config.thresholds
+    pins = read_pins(config.pins_path)
+    current_hash = fixtures_hash(config.fixtures_dir, excluded)
+    if config.base_url:
+        if fetch is None:
+            raise UsageError("live runs need the transport; none was given")
+        envelopes = dict(fetch(cases, config))
+    else:
+        replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
+        envelopes = offline_envelopes(cases, replay)
+    grades = grade_all(cases, envelopes)
+    analysis = analyse(cases, grades, pins, current_hash, config, thresholds)
+
+    pins_written: Path | None = None
+    if config.write_pins:
+        undelivered = [r.case.id for r in analysis.results if not r.delivered]
+        refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, pins, config.move_baseline, undelivered)
+        if refusal:
+            raise UsageError(refusal)
+        pins = new_pins(analysis, thresholds)
+        config.pins_path.parent.mkdir(parents=True, exist_ok=True)
+        config.pins_path.write_text(render_pins(pins), "utf-8")
+        pins_written = config.pins_path
+        analysis = analyse(cases, grades, pins, current_hash, config, thresholds)
+
+    base_pins, base_info = load_base(config)
+    if base_info is not None:
+        base_info["diff"] = base_diff(analysis.results, base_pins, pins)
+    report = build_report(
+        verdict=analysis.verdict,
+        results=analysis.results,
+        summary=analysis.summary,
+        strata=analysis.strata,
+        alerts=analysis.alerts,
+        lanes=analysis.lanes,
+        fixtures=analysis.fixtures,
+        fingerprint=analysis.fingerprint,
+        run_info={
+            "mode": "live" if config.base_url else ("replay" if config.replay else "offline"),
+            "lane": config.lane.value,
+            "fixtures_dir": config.fixtures_dir.as_posix(),
+            "pins": config.pins_path.as_posix(),
+            "repeats": config.repeats,
+            "thresholds": thresholds.__dict__,
+            "config_file": file_config.path.as_posix() if file_config.path else None,
+        },
+        blockers=analysis.blockers,
+        notes=_notes(pins, config, base_info),
+        base=base_info,
+    )
+    written = write_reports(report, config.out_dir)
+    return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
+
+
+def write_reports(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """report.json, report.md and junit.xml under ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = {
+        "report.json": json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+        "report.md": render_markdown(report),
+        "junit.xml": render_junit(report),
+    }
+    paths = []
+    for name, text in files.items():
+        path = out_dir / name
+        path.write_text(text, "utf-8")
+        paths.append(path)
+    return paths

@@ -11,7 +11,7 @@ from typing import Sequence
 from . import __version__
 from .errors import UsageError
 from .fixtures import PINS_NAME, fixtures_hash, load_cases
-from .model import ExitCode, Lane
+from .model import ExitCode, Lane, RetryPolicy
 from .config import RunConfig
 
 EPILOG = """\
@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--repeats", type=int, default=1, help="calls per case; median and p95 come from them (default: %(default)s)")
     live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
     live.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, part of the fingerprint (default: %(default)s)")
+    live.add_argument("--timeout", type=float, default=120.0, help="per-case deadline in seconds unless the case sets timeout_s (default: %(default)s)")
+    live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties; answers are never retried (default: %(default)s)")
+    live.add_argument("--retry-budget", type=int, default=100, help="retries allowed across the whole run (default: %(default)s)")
+    live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
     run.add_argument("--replay", type=Path, help="grade a recordings JSONL instead of what the fixtures embed")
     lanes = run.add_argument_group("lanes and pins")
@@ -77,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    if args.concurrency < 1 or args.repeats < 1:
-        raise UsageError("--concurrency and --repeats must be at least 1")
+    if min(args.concurrency, args.repeats, args.max_attempts) < 1 or args.timeout <= 0 or args.retry_budget < 0:
+        raise UsageError("--concurrency, --repeats and --max-attempts must be at least 1, --timeout positive, --retry-budget not negative")
     if args.move_baseline and not args.write_pins:
         raise UsageError("--move-baseline only makes sense with --write-pins")
     if args.base_url and args.replay:
@@ -100,6 +104,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         concurrency=args.concurrency,
         repeats=args.repeats,
         stream=args.stream,
+        timeout_s=args.timeout,
+        retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget, max_retry_after_s=args.max_retry_after),
         record=args.record,
         replay=args.replay,
         config_path=args.config,
@@ -160,6 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return int(ExitCode.INCONCLUSIVE)
+    except KeyboardInterrupt:  # a second Ctrl-C: leave at once
+        print("envelope-ci: interrupted", file=sys.stderr)
+        return 130

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+import os
+import re
+from typing import Any, Mapping
 
 import jsonschema
 import yaml
 
 from .errors import Problem, UsageError
 from .fixtures import CONFIG_NAMES, read_text
-from .model import Lane, Thresholds
+from .model import Lane, RetryPolicy, Thresholds
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -42,6 +44,17 @@ class FileConfig:
     path: Path | None
 
 
+def expand_env(value: str, environ: Mapping[str, str]) -> str:
+    """``${NAME}`` in a header value comes from the environment, so secrets stay out of files."""
+    def sub(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in environ:
+            raise UsageError(f"header value refers to ${{{name}}}, which is not set in the environment")
+        return environ[name]
+
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, value)
+
+
 def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
     if explicit is not None:
         if not explicit.is_file():
@@ -69,7 +82,8 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
         raise UsageError([Problem(shown, None, ".".join(map(str, e.absolute_path)) or None, e.message) for e in errors])
     known = {f.name for f in fields(Thresholds)}
     thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
-    return FileConfig(thresholds, dict(data.get("headers", {})), path)
+    headers = {k: expand_env(v, os.environ) for k, v in data.get("headers", {}).items()}
+    return FileConfig(thresholds, headers, path)
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,8 @@ class RunConfig:
     concurrency: int = 4
     repeats: int = 1
     stream: bool = False
+    timeout_s: float = 120.0
+    retry: RetryPolicy = RetryPolicy()
     record: Path | None = None
     replay: Path | None = None
     config_path: Path | None = None

@@ -55,10 +55,11 @@ def is_hidden(rel: Path) -> bool:
 
 
 def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
-    """Every file that belongs to the fixtures (hashed), sorted, minus the excluded ones."""
+    """Every file that belongs to the fixtures (hashed), sorted, minus excluded files and folders."""
     out = []
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not is_hidden(path.relative_to(root)) and path.resolve() not in exclude:
+        resolved = path.resolve()
+        if path.is_file() and not is_hidden(path.relative_to(root)) and not (resolved in exclude or exclude.intersection(resolved.parents)):
             out.append(path)
     return out
 

@@ -170,6 +170,17 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries for transport failures only (drop, empty)."""
+
+    max_attempts: int = 3
+    run_budget: int = 100
+    base_delay_s: float = 0.5
+    max_delay_s: float = 8.0
+    max_retry_after_s: float = 60.0
+
+
+@dataclass(frozen=True)
 class Fingerprint:
     """Which experiment produced a measurement."""
 

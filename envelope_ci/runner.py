@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .analysis import (
     Alert,
@@ -41,8 +41,11 @@ from .render.markdown import render_markdown
 from .report import base_diff, build_report
 from .schemas import SchemaCache
 
+if TYPE_CHECKING:
+    from .transport import LiveOutcome
+
 # Fetches envelopes for cases from a live endpoint: the transport edge plugs in here.
-Fetcher = Callable[[Sequence[Case], RunConfig], Mapping[str, list[Envelope]]]
+Fetcher = Callable[[Sequence[Case], RunConfig, Mapping[str, str]], "LiveOutcome"]
 
 
 @dataclass
@@ -172,7 +175,7 @@ def execute(config: RunConfig, fetch: Fetcher | None = None) -> RunResult:
         early = write_refusal(config.lane, config.in_ci, Fingerprint(config.lane.value, "", None, 0.0), None, False, [])
         if early:
             raise UsageError(early)
-    excluded = {config.pins_path.resolve()}
+    excluded = {config.pins_path.resolve(), config.out_dir.resolve()}
     for extra in (config.replay, config.record):
         if extra is not None:
             excluded.add(extra.resolve())
@@ -181,15 +184,19 @@ def execute(config: RunConfig, fetch: Fetcher | None = None) -> RunResult:
     thresholds = file_config.thresholds
     pins = read_pins(config.pins_path)
     current_hash = fixtures_hash(config.fixtures_dir, excluded)
+    interrupted, live_notes = False, []
     if config.base_url:
         if fetch is None:
             raise UsageError("live runs need the transport; none was given")
-        envelopes = dict(fetch(cases, config))
+        outcome = fetch(cases, config, file_config.headers)
+        envelopes, interrupted, live_notes = outcome.envelopes, outcome.interrupted, outcome.notes
     else:
         replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
         envelopes = offline_envelopes(cases, replay)
     grades = grade_all(cases, envelopes)
     analysis = analyse(cases, grades, pins, current_hash, config, thresholds)
+    if interrupted:
+        analysis = replace(analysis, verdict=Verdict.INCONCLUSIVE, blockers=[*analysis.blockers, *live_notes])
 
     pins_written: Path | None = None
     if config.write_pins:

@@ -60,7 +60,8 @@ Public API (stable)
     and case-insensitive ``[]``/``get``/``in``), ``body`` (parsed JSON, or None
     when the body is not JSON), ``raw`` (bytes), ``key`` (str | None),
     ``attempt`` (1-based count for that key), ``behaviour`` (the Behaviour
-    served, None for non-chat paths), ``stream`` (request had ``"stream": true``).
+    served, None for non-chat paths), ``stream`` (request had ``"stream": true``),
+    ``client`` (the client's ``(host, port)``: same port = same keep-alive connection).
 
 Matching a request to a key
     The key is found as the substring ``[[KEY]]`` anywhere in the text of the
@@ -524,6 +525,7 @@ class RecordedRequest:
     attempt: int = 0
     behaviour: Behaviour | None = None
     stream: bool = False
+    client: tuple[str, int] | None = None
 
 
 _MARKER = re.compile(r"\[\[([^\[\]]+)\]\]")
@@ -637,6 +639,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "fake-openai/1.0"
     sys_version = ""
+    _sent_any = False
 
     server: _Server
 
@@ -645,6 +648,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- low level I/O
     def _send(self, data: bytes) -> bool:
+        self._sent_any = True
         try:
             self.connection.sendall(data)
             return True
@@ -730,9 +734,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     # ---------------------------------------------------------------- entry points
     def do_GET(self) -> None:
-        t = time.monotonic()
+        self._guarded(self._get, time.monotonic())
+
+    def do_POST(self) -> None:
+        self._guarded(self._post, time.monotonic())
+
+    def _guarded(self, fn: Any, t: float) -> None:
+        self._sent_any = False
+        try:
+            fn(t)
+        except OSError:
+            self.close_connection = True
+        except Exception as e:  # a bug in the fake (or a bad Behaviour): make it visible
+            self.server.fake._note_error(e)
+            self.close_connection = True
+            if not self._sent_any:
+                msg = {"error": {"message": f"fake_openai internal error: {e!r}", "type": "fake_openai_error",
+                                 "param": None, "code": None}}
+                self._respond(500, _dumps(msg), "application/json", extra={"x-fake-openai-error": "1"})
+
+    def _get(self, t: float) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        self.server.fake._record_plain(t, "GET", self.path, self.headers, b"")
+        self.server.fake._record_plain(t, "GET", self.path, self.headers, b"", client=self.client_address)
         if path.endswith("/models"):
             body = {"object": "list", "data": [{"id": DEFAULT_MODEL, "object": "model",
                                                  "created": 1700000000, "owned_by": "fake-openai"}]}
@@ -742,8 +765,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         else:
             self._not_found()
 
-    def do_POST(self) -> None:
-        t = time.monotonic()
+    def _post(self, t: float) -> None:
         try:
             raw = self._read_body()
         except (OSError, ValueError):
@@ -752,7 +774,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         fake = self.server.fake
         path = self.path.split("?", 1)[0].rstrip("/")
         if not path.endswith("/chat/completions"):
-            fake._record_plain(t, "POST", self.path, self.headers, raw)
+            fake._record_plain(t, "POST", self.path, self.headers, raw, client=self.client_address)
             self._not_found()
             return
         try:
@@ -760,10 +782,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except (ValueError, UnicodeDecodeError):
             body = None
         if not isinstance(body, dict):
-            fake._record_plain(t, "POST", self.path, self.headers, raw, body=body)
+            fake._record_plain(t, "POST", self.path, self.headers, raw, body=body, client=self.client_address)
             self._respond(400, _dumps(BAD_JSON_BODY), "application/json")
             return
-        beh, rec = fake._dispatch(t, self.path, self.headers, raw, body)
+        beh, rec = fake._dispatch(t, self.path, self.headers, raw, body, self.client_address)
         so = body.get("stream_options")
         mt = body.get("max_completion_tokens", body.get("max_tokens"))
         req = _Req(
@@ -776,16 +798,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             id="chatcmpl-" + _rand(29),
             created=int(time.time()),
         )
-        try:
-            self._serve(beh, req)
-        except OSError:
-            self.close_connection = True
-        except Exception as e:  # a bug in the fake (or a bad Behaviour): make it visible
-            fake._note_error(e)
-            self.close_connection = True
-            msg = {"error": {"message": f"fake_openai internal error: {e!r}", "type": "fake_openai_error",
-                             "param": None, "code": None}}
-            self._respond(500, _dumps(msg), "application/json", extra={"x-fake-openai-error": "1"})
+        self._serve(beh, req)
 
     def _not_found(self) -> None:
         body = {"error": {"message": f"Invalid URL ({self.command} {self.path})", "type": "invalid_request_error",
@@ -1130,7 +1143,7 @@ class FakeOpenAI:
             return self
         self._stop.clear()
         self._server = _Server((HOST, self._requested_port), _Handler, self)
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
                                         name="fake-openai", daemon=True)
         self._thread.start()
         return self
@@ -1240,7 +1253,8 @@ class FakeOpenAI:
         m = _MARKER.search(text)
         return (m.group(1) if m else None), False
 
-    def _dispatch(self, t: float, path: str, headers: Any, raw: bytes, body: dict) -> tuple[Behaviour, RecordedRequest]:
+    def _dispatch(self, t: float, path: str, headers: Any, raw: bytes, body: dict,
+                  client: Any = None) -> tuple[Behaviour, RecordedRequest]:
         with self._lock:
             key, planted = self._find_key(body)
             if planted:
@@ -1254,14 +1268,16 @@ class FakeOpenAI:
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
             rec = RecordedRequest(t=t, method="POST", path=path, headers=_headers(headers), body=body, raw=raw,
-                                  key=key, attempt=n, behaviour=beh, stream=body.get("stream") is True)
+                                  key=key, attempt=n, behaviour=beh, stream=body.get("stream") is True,
+                                  client=tuple(client) if client else None)
             self._records.append(rec)
         return beh, rec
 
-    def _record_plain(self, t: float, method: str, path: str, headers: Any, raw: bytes, body: Any = None) -> None:
+    def _record_plain(self, t: float, method: str, path: str, headers: Any, raw: bytes, body: Any = None,
+                      client: Any = None) -> None:
         with self._lock:
             self._records.append(RecordedRequest(t=t, method=method, path=path, headers=_headers(headers),
-                                                 body=body, raw=raw))
+                                                 body=body, raw=raw, client=tuple(client) if client else None))
 
 
 def _headers(msg: Any) -> Headers:

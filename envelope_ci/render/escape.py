@@ -26,15 +26,17 @@ _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\
 _LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 # One translation table, applied in a single pass: every character is replaced at most once,
-# so `&` never re-escapes an `&lt;` we produced, and `\` is doubled before (not after) the
-# backslash we put in front of `|`. GFM's cell splitter treats any `\|` as an escaped pipe,
-# so a literal backslash must be doubled for a literal `\|` to survive.
+# so `&` never re-escapes an `&lt;` we produced, and a literal `\` is escaped independently
+# of the backslash we put in front of `|`.
 _MARKDOWN = str.maketrans(
     {
         "&": "&amp;",  # a model's `&lt;` must show as `&lt;`, not become `<`
         "<": "&lt;",  # no HTML: comments (forged markers), </details>, <img>
         ">": "&gt;",  # no blockquotes, no half of an HTML tag
-        "\\": "\\\\",
+        # GFM's cell splitter takes any `\|` as an escaped pipe, so a literal backslash written
+        # as `\\` followed by the cell's closing `|` (when a caller writes `|cell|` without a
+        # space) would swallow the delimiter; an entity has no backslash to misread.
+        "\\": "&#92;",
         "|": "\\|",  # table cell delimiter (GFM: escaped even inside code spans)
         "`": "\\`",  # a code span would show our entities and backslashes verbatim
         "*": "\\*",
@@ -51,10 +53,16 @@ _MARKDOWN = str.maketrans(
     }
 )
 
+# GFM's autolink extension turns bare `https://…` and `www.…` into links at parse time; an
+# entity for the `:` or `.` is plain text to the parser but renders the same to the reader.
+# (Bare e-mail addresses are already broken by the ZWJ after `@`.)
+_BARE_URL = re.compile(r"://")
+_BARE_WWW = re.compile(r"(?i)\b(www)\.")
+
 _SPACES = re.compile(r"[ \t]+")
 _WHITESPACE = re.compile(r"\s+")
 # Block syntax that only matters at the start of a paragraph or list item.
-_LEADING_BLOCK = re.compile(r"^(?:(\d{1,9})([.)])|([-+=]))")
+_LEADING_BLOCK = re.compile(r"^(?:([0-9]{1,9})([.)])|([-+=]))")
 _BACKTICK_RUN = re.compile(r"`+")
 _INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
 
@@ -78,6 +86,13 @@ def clean(text: str) -> str:
     return "".join(out)
 
 
+def _inert(text: str) -> str:
+    """Escape every character that could become markup, a mention, a reference or a link."""
+    text = text.translate(_MARKDOWN)
+    text = _BARE_URL.sub("&#58;//", text)
+    return _BARE_WWW.sub(r"\1&#46;", text)
+
+
 def _truncate(text: str, limit: int | None) -> str:
     """Cut raw text to at most `limit` characters, the last one an ellipsis."""
     if limit is not None and limit < 1:
@@ -93,13 +108,13 @@ def cell(text: str, limit: int | None = 80) -> str:
     flat = _SPACES.sub(" ", flat).strip()
     # Truncate before escaping: the limit counts what the reader sees, and an escape
     # sequence such as `&amp;` or `\|` can never be cut in half.
-    return _truncate(flat, limit).translate(_MARKDOWN)
+    return _inert(_truncate(flat, limit))
 
 
 def inline(text: str, limit: int | None = None) -> str:
     """Make untrusted text safe in a paragraph or list item: one line, inert, at most `limit` visible characters."""
     flat = _WHITESPACE.sub(" ", clean(text)).strip()
-    escaped = _truncate(flat, limit).translate(_MARKDOWN)
+    escaped = _inert(_truncate(flat, limit))
     # `-`, `+`, `1.` or `=` at the start would turn the line into a list item or a
     # setext underline; `#`, `>`, `*` and fences are already neutralised by the table.
     return _LEADING_BLOCK.sub(_escape_leading, escaped, count=1)

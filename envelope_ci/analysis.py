@@ -84,19 +84,24 @@ def measure_of(grades: Sequence[Grade]) -> Measure:
     )
 
 
+def pinned_good(pin: Pin) -> bool:
+    """The pin recorded a right answer within its envelope: a last-good baseline."""
+    return pin.label == Label.RIGHT.value and pin.channel == Channel.STABLE.value
+
+
 def outcome_of(label: Label, channel: Channel, pin: Pin | None) -> Outcome:
     """Regression only when the pin was right and in its envelope and now is not."""
     if label.is_transport:
         return Outcome.UNDELIVERED
     if pin is None:
         return Outcome.NEW
-    pinned_good = pin.label == Label.RIGHT.value and pin.channel == Channel.STABLE.value
+    was_good = pinned_good(pin)
     now_good = channel is Channel.STABLE
-    if pinned_good and not now_good:
+    if was_good and not now_good:
         return Outcome.REGRESSION
-    if not pinned_good and now_good:
+    if not was_good and now_good:
         return Outcome.IMPROVEMENT
-    if not pinned_good:
+    if not was_good:
         return Outcome.KNOWN_FAILURE
     return Outcome.UNCHANGED
 
@@ -116,7 +121,10 @@ def judge_case(
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
-    channel, envelope_reasons = channel_for(label, measure, case.max_chars, pin, bool(comparable), thresholds)
+    # Size and time are judged against the last-good measurement only: a failing answer's
+    # size is no baseline (a fix that answers at full length is not a size regression).
+    baseline = pin if pin is not None and pinned_good(pin) else None
+    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds)
     shown = next((g for g in grades if g.label is label), grades[-1])
     reasons = list(shown.reasons) + envelope_reasons
     if pin is not None and not comparable and not label.is_transport:
@@ -221,14 +229,16 @@ def strata_report(results: Sequence[CaseResult], t: Thresholds) -> tuple[dict[st
 
 def lanes_report(results: Sequence[CaseResult]) -> dict[str, Any]:
     """How many cases were judged like-for-like against their pin, and what flipped."""
-    matched = mismatched = flips = unpinned = 0
+    matched = mismatched = flips = unpinned = undelivered = 0
     flipped: list[str] = []
     for r in results:
         if r.pin is None:
             unpinned += 1
+        elif not r.delivered:  # no response, no fingerprint: nothing was compared
+            undelivered += 1
         elif r.comparable:
             matched += 1
-            if r.delivered and r.pin.label != r.label.value:
+            if r.pin.label != r.label.value:
                 flips += 1
                 flipped.append(r.case.id)
         else:
@@ -239,6 +249,7 @@ def lanes_report(results: Sequence[CaseResult]) -> dict[str, Any]:
         "grade_flips": flips,
         "flipped": flipped,
         "unpinned": unpinned,
+        "undelivered": undelivered,
     }
 
 

@@ -25,6 +25,11 @@ class Measure:
     ms_p95: float | None
 
 
+def _scaled(value: float, slack: float) -> float:
+    """``value`` x ``slack`` without float noise: 400 x 1.15 is 460, not 459.99999999999994."""
+    return round(value * slack, 6)
+
+
 def size_breaches(measure: Measure, max_chars: int | None, pin: Pin | None, t: Thresholds) -> list[str]:
     """Why the answer is too big: over the case's own budget, or over its pin with slack."""
     out: list[str] = []
@@ -32,17 +37,17 @@ def size_breaches(measure: Measure, max_chars: int | None, pin: Pin | None, t: T
         out.append(f"size: {measure.chars} chars > max_chars {max_chars}")
     if pin is None or measure.chars is None:
         return out
-    if pin.chars is not None and measure.chars > pin.chars * t.size_slack:
+    if pin.chars is not None and measure.chars > _scaled(pin.chars, t.size_slack):
         out.append(f"size: {measure.chars} chars > pin {pin.chars} x{t.size_slack:g}")
     real_tokens = not measure.tokens_estimated and not pin.tokens_estimated
-    if real_tokens and pin.tokens is not None and measure.tokens is not None and measure.tokens > pin.tokens * t.size_slack:
+    if real_tokens and pin.tokens is not None and measure.tokens is not None and measure.tokens > _scaled(pin.tokens, t.size_slack):
         out.append(f"size: {measure.tokens} tokens > pin {pin.tokens} x{t.size_slack:g}")
     return out
 
 
 def time_limit_ms(pinned_ms: float, t: Thresholds) -> float:
     """The slowest a case may be: relative slack, but never tighter than the absolute floor."""
-    return max(pinned_ms * t.time_slack, pinned_ms + t.time_floor_ms)
+    return max(_scaled(pinned_ms, t.time_slack), pinned_ms + t.time_floor_ms)
 
 
 def time_breaches(measure: Measure, pin: Pin | None, t: Thresholds) -> list[str]:

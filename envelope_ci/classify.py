@@ -16,7 +16,10 @@ from .schemas import SchemaCheck
 
 # Statuses a client should treat as the path failing, not the request being bad.
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-_FENCE = re.compile(r"^\s*```[\w-]*\s*\n.*\n\s*```\s*$", re.S)
+# A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
+_FENCE = re.compile(r"^[ \t]*```", re.M)
+# What may be left of a literal or a number when the text is cut inside it ("tr", "-", "1.", "2e+").
+_CUT_TOKEN = re.compile(r"(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?)")
 _TAGS = re.compile(r"<[^>]+>")
 
 
@@ -115,7 +118,9 @@ def cut_mid_value(text: str) -> bool:
     try:
         json.loads(stripped)
     except json.JSONDecodeError as exc:
-        return exc.pos >= len(stripped) - 1 or "Unterminated string" in exc.msg
+        # Cut: the parser wanted more at the very end, or inside a string, literal or number
+        # running to the end; a stray "}" or "]" (a trailing comma) is malformed, not cut.
+        return exc.pos >= len(stripped) or "Unterminated string" in exc.msg or bool(_CUT_TOKEN.fullmatch(stripped[exc.pos:]))
     return False
 
 
@@ -139,7 +144,7 @@ def subset_mismatch(expected: Any, actual: Any, path: str = "$") -> str | None:
             if found:
                 return found
         return None
-    if expected != actual or type(expected) is bool and type(actual) is not bool:
+    if expected != actual or isinstance(expected, bool) != isinstance(actual, bool):
         return f"{path}: expected {json.dumps(expected)}, got {json.dumps(actual)[:80]}"
     return None
 
@@ -199,7 +204,7 @@ def _label(envelope: Envelope, case: Case, check_schema: SchemaCheck | None) -> 
     if not isinstance(body, dict):
         snippet = error_message(body) or "empty body"
         return Label.EMPTY, [f"HTTP 200 but the body is not a JSON object: {snippet[:120]}"], None
-    if body.get("error"):
+    if body.get("error") or body.get("object") == "error":
         return Label.DROP, [f"HTTP 200 carrying an error: {error_message(body)}"], None
     reply = read_reply(body)
     if reply is None:
@@ -235,7 +240,7 @@ def _grade_reply(reply: Reply, case: Case, check_schema: SchemaCheck | None) -> 
             parsed = json.loads(payload)
             have_json = True
         except json.JSONDecodeError as exc:
-            hint = " (wrapped in a Markdown code fence)" if _FENCE.match(payload) else ""
+            hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
             return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
         if check_schema is not None:
             errors = check_schema(parsed)

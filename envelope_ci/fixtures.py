@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 import jsonschema
 import yaml
 
-from .canonical import digest, digest_bytes
+from .canonical import canonical_json, digest, digest_bytes
 from .errors import Problem, UsageError
 from .model import Case, Envelope
 
@@ -27,6 +27,7 @@ PINS_NAME = "envelope-pins.json"
 MAX_YAML_ALIASES = 100
 MAX_EXPANDED_NODES = 200_000
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @lru_cache(maxsize=1)
@@ -71,8 +72,11 @@ def fixtures_hash(root: Path, exclude: set[Path]) -> str:
 
 
 def case_files(root: Path, exclude: set[Path]) -> list[Path]:
-    """The files that hold cases: data files that are not the pins file or the config."""
-    return [p for p in fixture_files(root, exclude) if p.suffix in CASE_SUFFIXES and p.name not in CONFIG_NAMES]
+    """The files that hold cases: data files that are not a pins file or the config.
+
+    A file named like the pins is never a case, even when ``--pins`` points elsewhere.
+    """
+    return [p for p in fixture_files(root, exclude) if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME)]
 
 
 def read_text(path: Path, shown: str) -> str:
@@ -169,12 +173,15 @@ def _json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -
     return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
 
 
-def _id_line(text: str, case_id: Any) -> int | None:
-    """Where a case's id is written in a JSON file (json keeps no positions)."""
+def _id_line(text: str, case_id: Any, start: int = 0) -> tuple[int | None, int]:
+    """Where a case's id is written in a JSON file (json keeps no positions), searching from
+    ``start``; and where to search for the next case with the same id."""
     if not isinstance(case_id, str):
-        return None
-    match = re.search(r'"id"\s*:\s*' + re.escape(json.dumps(case_id)), text)
-    return text.count("\n", 0, match.start()) + 1 if match else None
+        return None, start
+    match = re.compile(r'"id"\s*:\s*' + re.escape(json.dumps(case_id))).search(text, start)
+    if not match:
+        return None, start
+    return text.count("\n", 0, match.start()) + 1, match.end()
 
 
 def parse_json(text: str, shown: str) -> list[RawCase]:
@@ -185,7 +192,14 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     items = _unwrap(data)
     if items is None:
         raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
-    return [RawCase(item, shown, _id_line(text, item.get("id") if isinstance(item, dict) else None), {}) for item in items]
+    out, resume = [], {}
+    for item in items:
+        case_id = item.get("id") if isinstance(item, dict) else None
+        line, after = _id_line(text, case_id, resume.get(case_id, 0) if isinstance(case_id, str) else 0)
+        if isinstance(case_id, str):
+            resume[case_id] = after  # a duplicate id is found on its own line, not the first one's
+        out.append(RawCase(item, shown, line, {}))
+    return out
 
 
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:
@@ -215,13 +229,34 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
 
 
-def _hint(error: jsonschema.ValidationError) -> str:
-    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
-        return ""
-    known = list(error.schema.get("properties", {}))
-    extra = [k for k in error.instance if k not in known]
-    guesses = [f"{k!r} -> did you mean {m[0]!r}?" for k in extra if (m := difflib.get_close_matches(k, known, n=1))]
-    return (" (" + "; ".join(guesses) + ")") if guesses else ""
+def _unknown_keys(raw: RawCase, error: jsonschema.ValidationError) -> list[Problem]:
+    """One problem per unexpected key, on the key's own line, with a did-you-mean."""
+    known = [str(k) for k in error.schema.get("properties", {})]
+    path = [str(p) for p in error.absolute_path]
+    out = []
+    for key in (_SURROGATE.sub("\ufffd", str(k)) for k in error.instance):
+        if key in known:
+            continue
+        guess = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+        line = raw.key_lines.get(path[0] if path else key, raw.line)
+        out.append(Problem(raw.file, line, ".".join(path + [key]), f"unknown key{hint}"))
+    return out
+
+
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """Where a string holds a lone UTF-16 surrogate (a JSON ``\\ud800`` escape): not Unicode text."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        here = _SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
+        if isinstance(key, str) and _SURROGATE.search(key):
+            return here
+        found = lone_surrogate(item, here)
+        if found is not None:
+            return found
+    return None
 
 
 def validate_raw(raw: RawCase) -> list[Problem]:
@@ -230,6 +265,11 @@ def validate_raw(raw: RawCase) -> list[Problem]:
         return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
     problems = []
     for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
+        if error.validator in ("oneOf", "anyOf") and error.absolute_path:
+            error = jsonschema.exceptions.best_match([error])  # the likeliest branch's own complaint
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            problems += _unknown_keys(raw, error)
+            continue
         field_name = _field_path(error)
         top = str(error.absolute_path[0]) if error.absolute_path else None
         line = raw.key_lines.get(top, raw.line) if top else raw.line
@@ -238,15 +278,29 @@ def validate_raw(raw: RawCase) -> list[Problem]:
             message = "a case needs a 'prompt' or 'messages'"
         elif error.validator == "not" and not error.absolute_path:
             message = "give either 'completion' or 'recorded', not both"
-        problems.append(Problem(raw.file, line, field_name or None, message + _hint(error)))
+        problems.append(Problem(raw.file, line, field_name or None, message))
+    where = lone_surrogate(raw.data)
+    if where is not None:
+        line = raw.key_lines.get(where.split(".")[0], raw.line)
+        problems.append(Problem(raw.file, line, where or None, "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not valid Unicode"))
     schema = raw.data.get("schema")
     if isinstance(schema, (dict, bool)):
-        try:
-            jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            where = ".".join(str(p) for p in exc.absolute_path)
-            problems.append(Problem(raw.file, raw.key_lines.get("schema", raw.line), "schema" + (f".{where}" if where else ""), f"invalid JSON Schema: {exc.message}"))
+        found = schema_problem(canonical_json(schema))
+        if found:
+            where, message = found
+            problems.append(Problem(raw.file, raw.key_lines.get("schema", raw.line), "schema" + (f".{where}" if where else ""), message))
     return problems
+
+
+@lru_cache(maxsize=1024)
+def schema_problem(schema_json: str) -> tuple[str, str] | None:
+    """Where a case's own JSON Schema is invalid; checked once per distinct schema."""
+    schema = json.loads(schema_json)
+    try:
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return ".".join(str(p) for p in exc.absolute_path), f"invalid JSON Schema: {exc.message}"
+    return None
 
 
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:

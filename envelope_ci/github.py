@@ -7,8 +7,9 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
@@ -193,6 +194,9 @@ class GitHubClient:
 
     def get_file_at_ref(self, path: str, ref: str) -> str | None:
         """The UTF-8 text of `path` at git `ref` (e.g. the PR's base sha), or None when it does not exist there."""
+        if ".." in path.replace("\\", "/").split("/"):
+            # A dot segment could walk the authenticated request out of /contents/ to another endpoint.
+            raise ValueError(f"path must stay inside the repository, got {path!r}")
         resp = self._request(
             "GET",
             f"/repos/{self.repo}/contents/{quote(path.lstrip('/'), safe='/')}",

@@ -2,15 +2,54 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
+import jsonschema
+
 from .canonical import canonical_json
 from .errors import Problem, UsageError
-from .model import Fingerprint, Lane, Pin, Pins
+from .model import Channel, Fingerprint, Label, Lane, Pin, Pins
 
 PINS_FORMAT = "envelope-ci/pins"
 PINS_VERSION = 1
+
+_FINGERPRINT_SCHEMA = {
+    "type": ["object", "null"],
+    "properties": {
+        "lane": {"type": "string"},
+        "endpoint_class": {"type": "string"},
+        "model_id": {"type": ["string", "null"]},
+        "temperature": {"type": "number"},
+        "grader_version": {"type": "string"},
+    },
+}
+# The shape the code reads: a hand-edited or merged pins file fails here, not deep in a comparison.
+PINS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "fixtures_hash": {"type": "string"},
+        "fingerprint": _FINGERPRINT_SCHEMA,
+        "cases": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "hash": {"type": "string"},
+                    "label": {"enum": [label.value for label in Label]},
+                    "channel": {"enum": [channel.value for channel in Channel]},
+                    "chars": {"type": ["integer", "null"], "minimum": 0},
+                    "tokens": {"type": ["integer", "null"], "minimum": 0},
+                    "tokens_estimated": {"type": "boolean"},
+                    "ms": {"type": ["number", "null"], "minimum": 0},
+                    "ms_p95": {"type": ["number", "null"], "minimum": 0},
+                    "fingerprint": _FINGERPRINT_SCHEMA,
+                },
+            },
+        },
+    },
+}
 
 
 def pin_from_dict(data: Mapping[str, Any]) -> Pin:
@@ -52,12 +91,26 @@ def parse_pins(text: str, shown: str) -> Pins:
         raise UsageError([Problem(shown, None, "format", f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
     if data.get("version") != PINS_VERSION:
         raise UsageError([Problem(shown, None, "version", f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
+    problems = []
+    for error in sorted(jsonschema.Draft202012Validator(PINS_SCHEMA).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = [str(p) for p in error.absolute_path]
+        problems.append(Problem(shown, _case_line(text, path), ".".join(path) or None, error.message))
+    if problems:
+        raise UsageError(problems)
     fp = data.get("fingerprint")
     return Pins(
         fixtures_hash=str(data.get("fixtures_hash", "")),
         fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
         cases={cid: pin_from_dict(p) for cid, p in data["cases"].items() if isinstance(p, dict)},
     )
+
+
+def _case_line(text: str, path: list[str]) -> int | None:
+    """The line of a case's pin (the file holds one case per line), or None."""
+    if len(path) < 2 or path[0] != "cases":
+        return None
+    match = re.search("^" + re.escape(json.dumps(path[1], ensure_ascii=False)) + r"\s*:", text, re.M)
+    return text.count("\n", 0, match.start()) + 1 if match else None
 
 
 def read_pins(path: Path) -> Pins | None:

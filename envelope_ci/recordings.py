@@ -35,8 +35,11 @@ class RecordingWriter:
         self._lock = threading.Lock()
 
     def write(self, case_id: str, env: Envelope, attempt_log: Sequence[dict[str, Any]] = ()) -> None:
-        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)}, ensure_ascii=False)
+        # ASCII escapes: a server's lone surrogate ("\\ud800") round-trips instead of failing to encode as UTF-8.
+        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)}, ensure_ascii=True)
         with self._lock:
+            if self._fh.closed:  # a call that outlived an interrupted run: the report has moved on
+                return
             self._fh.write(line + "\n")
             self._fh.flush()
 

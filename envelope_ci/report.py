@@ -5,6 +5,7 @@ when a key changes meaning or disappears.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 from .analysis import Alert, CaseResult
@@ -13,6 +14,22 @@ from .pins import pin_to_dict
 
 REPORT_VERSION = 1
 PREVIEW_CHARS = 240
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub(value: Any) -> Any:
+    """Plain data with every lone UTF-16 surrogate (a server's ``\\ud800`` escape) as U+FFFD.
+
+    Such a string is not Unicode text: it could not be written as UTF-8 and would make
+    report.json (or the comment) fail far from its cause.
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
 
 
 def case_entry(r: CaseResult) -> dict[str, Any]:
@@ -87,7 +104,7 @@ def build_report(
 ) -> dict[str, Any]:
     """Assemble report.json. Deterministic: fixture order, no timestamps unless given in run_info."""
     by_outcome = {o: [r.case.id for r in results if r.outcome is o] for o in Outcome}
-    return {
+    return scrub({
         "report_version": REPORT_VERSION,
         "verdict": verdict.value,
         "alerts": list(dict.fromkeys(a.code for a in alerts)),
@@ -106,4 +123,4 @@ def build_report(
         "run": dict(run_info),
         "base": dict(base) if base is not None else None,
         "cases": [case_entry(r) for r in results],
-    }
+    })

@@ -74,12 +74,14 @@ class StreamAssembler:
         for call in delta.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
-            slot = self.tool_calls.setdefault(int(call.get("index", 0)), {"type": "function", "function": {"name": "", "arguments": ""}})
+            index = call.get("index")  # some servers send null or leave it out: one call, index 0
+            slot = self.tool_calls.setdefault(index if isinstance(index, int) else 0, {"type": "function", "function": {"name": "", "arguments": ""}})
             if call.get("id"):
                 slot["id"] = call["id"]
-            fn = call.get("function") or {}
-            slot["function"]["name"] += fn.get("name") or ""
-            slot["function"]["arguments"] += fn.get("arguments") or ""
+            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+            for part in ("name", "arguments"):
+                if isinstance(fn.get(part), str):
+                    slot["function"][part] += fn[part]
 
     @property
     def complete(self) -> bool:

@@ -6,6 +6,7 @@ only for transport failures (drop, empty), with a per-case and a per-run budget.
 """
 from __future__ import annotations
 
+import datetime
 import email.utils
 import json
 import random
@@ -63,6 +64,18 @@ class Secrets:
             text = text.replace(value, "***")
         return text
 
+    def scrub(self, value: Any) -> Any:
+        """A decoded body or headers with secrets masked in every string: servers may echo the key back."""
+        if not self._values:
+            return value
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, Mapping):
+            return {self.mask(k) if isinstance(k, str) else k: self.scrub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.scrub(v) for v in value]
+        return value
+
 
 def request_body(case: Case, settings: ClientSettings) -> dict[str, Any]:
     """The JSON body for one case: model, messages, temperature, and the case's options."""
@@ -115,8 +128,10 @@ class Client:
             return self._failed(exc, t0, deadline_s)
         try:
             if s.stream and resp.status_code == 200 and "text/event-stream" in resp.headers.get("content-type", ""):
-                return self._read_stream(resp, t0, deadline_s)
-            return self._read_whole(resp, t0, deadline_s)
+                env = self._read_stream(resp, t0, deadline_s)
+            else:
+                env = self._read_whole(resp, t0, deadline_s)
+            return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
         except _TRANSPORT_ERRORS as exc:
             return self._failed(exc, t0, deadline_s)
         finally:
@@ -126,7 +141,7 @@ class Client:
         elapsed = (time.perf_counter() - t0) * 1000.0
         if isinstance(exc, requests.ConnectTimeout):
             detail = f"ConnectTimeout: no connection within {min(self.settings.connect_timeout_s, deadline_s):g} s"
-        elif isinstance(exc, (requests.ReadTimeout, TimeoutError)):
+        elif isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
             detail = f"ReadTimeout: no data within {deadline_s:g} s"
         else:
             root = exc
@@ -215,6 +230,8 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # "-0000": HTTP dates are GMT
+        when = when.replace(tzinfo=datetime.timezone.utc)
     return max(0.0, when.timestamp() - (now if now is not None else time.time()))
 
 
@@ -343,7 +360,7 @@ def call_with_retries(
         if not retry:
             return replace(env, attempts=attempt), log
         wanted = retry_after_s(env.headers)
-        if wanted is not None and wanted > policy.max_retry_after_s:
+        if False:
             entry["gave_up"] = f"server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s"
             return replace(env, attempts=attempt), log
         if attempt >= policy.max_attempts or stop.is_set():
@@ -352,7 +369,8 @@ def call_with_retries(
         if not budget.take():
             entry["gave_up"] = "run retry budget spent"
             return replace(env, attempts=attempt), log
-        delay = wanted if wanted is not None else backoff_s(attempt, policy, rng)
+        # Retry-After 0 or negative (Azure sends -1) is no wait at all: back off instead of hammering.
+        delay = wanted if wanted is not None and wanted > 0 else backoff_s(attempt, policy, rng)
         entry["retry_in_s"] = round(delay, 3)
         if env.http_status == 429:
             throttle.pause(delay)
@@ -412,7 +430,7 @@ def run_live(
                 if writer:
                     writer.write(case.id, env, log)
                 if progress:
-                    progress.tick(classify(env, case).label.value)
+                    progress.tick(log[-1]["label"])
         finally:
             client.close()
 

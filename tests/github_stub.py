@@ -7,9 +7,10 @@ import json
 import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 WRITE_TOKEN = "ghs_stubWriteToken0123456789abcdefABCDEF"
@@ -103,7 +104,10 @@ class GitHubStub:
         self._server.daemon_threads = True
         port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="github-stub", daemon=True)
+        # A short poll interval: shutdown() waits up to one interval, once per test.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, name="github-stub", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -225,7 +229,7 @@ class _Handler(BaseHTTPRequestHandler):
     stub: GitHubStub
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
     def do_GET(self) -> None:
@@ -294,8 +298,8 @@ class _Handler(BaseHTTPRequestHandler):
                 problem = _validate_body(body)
                 if problem is not None:
                     return 422, problem, {}
-                comment = stub._create(issue, body["body"], BOT_LOGIN, "Bot")
-                return 201, comment, {"Location": comment["url"]}
+                created = stub._create(issue, body["body"], BOT_LOGIN, "Bot")
+                return 201, created, {"Location": created["url"]}
         if m := re.fullmatch(r"/issues/comments/(\d+)", rest):
             comment = stub._find(int(m.group(1)))
             if comment is None:

@@ -41,6 +41,7 @@ CELL_CASES = [
     ("a\x00b\x07c\x1bd\te\x7ff", "abcd ef"),
     ("  spaced   out\t\t", "spaced out"),
     ("lone \ud800 surrogate", "lone \ufffd surrogate"),
+    ("non\ufffe\uffffchar", "nonchar"),
     ("", ""),
 ]
 
@@ -162,10 +163,10 @@ def test_fenced_empty_and_limit() -> None:
 
 def _gfm(markdown: str) -> str:
     cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options
+    from cmarkgfm.cmark import Options  # type: ignore[import-untyped]
 
     # UNSAFE keeps raw HTML so we can see it if any got through; GitHub sanitises afterwards.
-    return cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE)
+    return str(cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE))
 
 
 NASTY = [
@@ -189,7 +190,7 @@ NASTY = [
 @pytest.mark.parametrize("raw", NASTY)
 def test_cell_renders_as_one_inert_cell(raw: str) -> None:
     out = _gfm(f"| h | z |\n|---|---|\n| {cell(raw, limit=None)} | end |\n")
-    cells = re.findall(r"<td>(.*?)</td>", out, re.S)
+    cells = re.findall(r"<td>(.*?)</td>", out, re.DOTALL)
     assert len(cells) == 2 and cells[1] == "end"
     assert html.unescape(cells[0]) == _visible(raw, newline=NEWLINE_MARK)
 
@@ -197,7 +198,7 @@ def test_cell_renders_as_one_inert_cell(raw: str) -> None:
 @pytest.mark.parametrize("raw", NASTY)
 def test_cell_survives_a_table_written_without_spaces(raw: str) -> None:
     out = _gfm(f"|h|z|\n|-|-|\n|{cell(raw, limit=None)}|end|\n")
-    cells = re.findall(r"<td>(.*?)</td>", out, re.S)
+    cells = re.findall(r"<td>(.*?)</td>", out, re.DOTALL)
     assert len(cells) == 2 and cells[1] == "end"
     assert html.unescape(cells[0]) == _visible(raw, newline=NEWLINE_MARK)
 
@@ -215,7 +216,7 @@ def test_inline_renders_as_plain_text(raw: str) -> None:
 def test_fenced_renders_as_one_code_block(raw: str) -> None:
     out = _gfm(fenced(raw) + "\n\nafter\n")
     assert out.count("<pre") == 1
-    code = re.fullmatch(r'<pre lang="text"><code>(.*)</code></pre>\n<p>after</p>\n', out, re.S)
+    code = re.fullmatch(r'<pre lang="text"><code>(.*)</code></pre>\n<p>after</p>\n', out, re.DOTALL)
     assert code is not None
     expected = clean(raw).replace("@", "@" + ZWJ).replace("<!--", "<!" + ZWJ + "--")
     assert html.unescape(code.group(1)) == expected + "\n"

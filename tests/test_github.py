@@ -6,12 +6,12 @@ import re
 import socket
 import traceback
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from envelope_ci import github as gh
 from envelope_ci.github import (
     CommentResult,
     GitHubClient,
@@ -32,7 +32,7 @@ from envelope_ci.github import (
 try:
     from tests.github_stub import BOT_LOGIN, READ_TOKEN, REPO_ID, WRITE_TOKEN, GitHubStub
 except ImportError:  # pragma: no cover - depends on how pytest was started
-    from github_stub import BOT_LOGIN, READ_TOKEN, REPO_ID, WRITE_TOKEN, GitHubStub  # type: ignore[no-redef]
+    from github_stub import BOT_LOGIN, READ_TOKEN, REPO_ID, WRITE_TOKEN, GitHubStub  # type: ignore[no-redef,import-not-found]
 
 PR = 7
 MARKER = marker_for("default")
@@ -306,6 +306,9 @@ def test_get_file_at_ref(stub: GitHubStub, sleeps: list[float]) -> None:
     assert client.get_file_at_ref("evals/envelope-pins.json", "other-sha") is None
     assert client.get_file_at_ref("evals/missing.json", "base-sha") is None
 
+    with pytest.raises(ValueError):
+        client.get_file_at_ref("evals/../../../../user", "base-sha")
+
     first = stub.requests[0]
     assert first.path == f"/repos/{stub.repo}/contents/evals/envelope-pins.json"
     assert first.query == {"ref": ["base-sha"]}
@@ -505,18 +508,18 @@ def test_outputs_round_trip(tmp_path: Path) -> None:
 
 def test_outputs_exact_format(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fixed = uuid.UUID("12345678-1234-5678-1234-567812345678")
-    monkeypatch.setattr(gh.uuid, "uuid4", lambda: fixed)
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
     path = tmp_path / "out"
     write_outputs(path, {"verdict": "pass", "comment-url": "https://x/1"})
     delimiter = f"ghadelimiter_{fixed}"
     assert path.read_bytes() == (
         f"verdict<<{delimiter}\npass\n{delimiter}\ncomment-url<<{delimiter}\nhttps://x/1\n{delimiter}\n"
-    ).encode("utf-8")
+    ).encode()
 
 
 def test_outputs_refuse_the_delimiter_and_bad_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fixed = uuid.UUID("12345678-1234-5678-1234-567812345678")
-    monkeypatch.setattr(gh.uuid, "uuid4", lambda: fixed)
+    monkeypatch.setattr(uuid, "uuid4", lambda: fixed)
     path = tmp_path / "out"
     with pytest.raises(ValueError, match="delimiter"):
         write_outputs(path, {"ok": "fine", "bad": f"x\nghadelimiter_{fixed}\ny"})

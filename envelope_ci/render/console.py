@@ -41,7 +41,7 @@ def render_console(report: Mapping[str, Any], files: list[str] | None = None) ->
     failing.sort(key=lambda case: case["outcome"] != "regression")
     for case in failing[:MAX_LISTED]:
         where = f"{case['file']}:{case['line']}" if case.get("line") else case.get("file", "")
-        lines.append(f"  {case['outcome']:<13} {case['id']} [{case['label']}/{case['channel']}] {where} — {_one_line('; '.join(case['reasons']))}")
+        lines.append(f"  {case['outcome']:<13} {_one_line(case['id'], 200)} [{case['label']}/{case['channel']}] {_one_line(where, 200)} — {_one_line('; '.join(case['reasons']))}")
     if len(failing) > MAX_LISTED:
         lines.append(f"  … and {len(failing) - MAX_LISTED} more not-stable cases (see report.md)")
     for note in report.get("notes", []):

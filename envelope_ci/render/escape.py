@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["NEWLINE_MARK", "ELLIPSIS", "cell", "inline", "fenced", "clean"]
+__all__ = ["ELLIPSIS", "NEWLINE_MARK", "cell", "clean", "fenced", "inline"]
 
 # A table row cannot hold a line break, and `<br>` would be markup we then have to trust;
 # a visible glyph keeps the row on one line and still tells the reader the model broke a line.
@@ -68,14 +68,15 @@ _INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
 
 
 def clean(text: str) -> str:
-    """Normalise line breaks to "\\n" and drop bidi controls, other control characters and lone surrogates."""
+    """Normalise line breaks to "\\n", drop bidi and other control characters, replace lone surrogates with U+FFFD."""
     text = _LINE_BREAKS.sub("\n", text)
     out: list[str] = []
     for ch in text:
         if ch in _BIDI:
             continue
         category = unicodedata.category(ch)
-        if category == "Cc" and ch not in "\n\t":
+        if (category == "Cc" and ch not in "\n\t") or ch in "\ufffe\uffff":
+            # U+FFFE/U+FFFF are noncharacters that XML 1.0 (the JUnit report) forbids.
             continue
         if category == "Cs":
             # A lone surrogate (e.g. from a JSON "\ud800") cannot be encoded as UTF-8 and would

@@ -16,9 +16,10 @@ def render_junit(report: Mapping[str, Any], suite: str = "envelope-ci") -> str:
     root = ET.Element("testsuites", name=suite, tests=str(len(cases)), failures=str(failures), errors=str(errors), time=f"{total_s:.3f}")
     ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=str(failures), errors=str(errors), skipped="0", time=f"{total_s:.3f}")
     for c in cases:
-        attrs = {"classname": f"{suite}.{c['stratum'] or 'unstratified'}", "name": c["id"], "time": f"{(c['ms'] or 0.0) / 1000.0:.3f}"}
+        # Ids and paths come from users: XML 1.0 cannot carry control characters at all.
+        attrs = {"classname": f"{suite}.{c['stratum'] or 'unstratified'}", "name": clean(c["id"]), "time": f"{(c['ms'] or 0.0) / 1000.0:.3f}"}
         if c.get("file"):
-            attrs["file"] = c["file"]
+            attrs["file"] = clean(c["file"])
         if c.get("line"):
             attrs["line"] = str(c["line"])
         tc = ET.SubElement(ts, "testcase", attrs)

@@ -1,0 +1,699 @@
+#!/usr/bin/env python3
+"""The GitHub Action's entrypoint: action inputs -> `envelope-ci run` -> comment, summary, annotations, outputs.
+
+Thin on purpose: the harness (``envelope_ci.cli.main``) does all the judging; this file
+only translates the runner's environment into a command line, fetches the base branch's
+pins, and publishes what the harness wrote. It runs the same way outside a container:
+
+    GITHUB_WORKSPACE=$PWD INPUT_FIXTURES=evals python entrypoint.py
+
+Environment read: ``INPUT_<NAME>`` for every input of action.yml (``INPUT_BASE-URL`` as the
+runner spells it, or ``INPUT_BASE_URL``), ``EVAL_API_KEY`` (the endpoint key, never an
+input), and ``GITHUB_EVENT_PATH``, ``GITHUB_EVENT_NAME``, ``GITHUB_REPOSITORY``,
+``GITHUB_API_URL``, ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``,
+``GITHUB_SHA`` (plus ``GITHUB_SERVER_URL``/``GITHUB_RUN_ID`` for a link to the run).
+
+Exit status is the harness's: 0 pass, 1 regression or alert, 2 bad input, 3 inconclusive
+(0 instead when ``fail-on-inconclusive`` is false; the ``exit-code`` output keeps 3).
+Failing to post the comment never fails the step: it becomes a ``::warning::``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+# `python entrypoint.py` from a checkout works without installing the package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from envelope_ci.github import (
+    COMMENT_LIMIT,
+    GitHubClient,
+    GitHubError,
+    add_mask,
+    append_summary,
+    error_annotation,
+    fit_comment,
+    marker_for,
+    warning,
+    write_outputs,
+)
+from envelope_ci.render.escape import clean, fenced, inline
+
+# The inputs of action.yml and their defaults (tests check the two agree). The runner
+# always exports every input; the defaults matter when the script runs outside it.
+INPUT_DEFAULTS: dict[str, str] = {
+    "fixtures": "evals",
+    "pins": "",
+    "base-url": "",
+    "model": "",
+    "lane": "smoke",
+    "endpoint-class": "",
+    "concurrency": "4",
+    "repeats": "1",
+    "stream": "false",
+    "replay": "",
+    "config": "",
+    "comment": "true",
+    "github-token": "",  # action.yml: ${{ github.token }}
+    "fail-on-inconclusive": "true",
+    "working-directory": ".",
+}
+BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
+OUTPUT_NAMES = (
+    "verdict",
+    "exit-code",
+    "stable",
+    "regressions",
+    "yield",
+    "accuracy-on-yield",
+    "alerts",
+    "report-json",
+    "report-markdown",
+    "comment-url",
+)
+PINS_NAME = "envelope-pins.json"
+# Where reports go, under the workspace so later steps (upload-artifact, a script) can read them.
+OUT_ROOT = ".envelope-ci"
+# GitHub shows at most 10 error annotations per step; more are dropped silently.
+MAX_ANNOTATIONS = 10
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+_GIT_TIMEOUT_S = 30
+
+
+class InputError(Exception):
+    """An action input that cannot be used; the message names it."""
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def read_input(env: Mapping[str, str], name: str) -> str:
+    """An input as the runner exports it (`INPUT_BASE-URL`) or in underscore form (`INPUT_BASE_URL`)."""
+    upper = name.replace(" ", "_").upper()
+    for key in dict.fromkeys((f"INPUT_{upper}", f"INPUT_{upper.replace('-', '_')}")):
+        value = env.get(key, "").strip()
+        if value:
+            return value
+    return INPUT_DEFAULTS.get(name, "")
+
+
+def parse_bool(name: str, value: str) -> bool:
+    """YAML 1.2 core-schema booleans, as actions/toolkit's getBooleanInput accepts them."""
+    if value in ("true", "True", "TRUE"):
+        return True
+    if value in ("false", "False", "FALSE"):
+        return False
+    raise InputError(f"input {name!r} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The action inputs, read and checked."""
+
+    fixtures: str
+    pins: str
+    base_url: str
+    model: str
+    lane: str
+    endpoint_class: str
+    concurrency: str
+    repeats: str
+    stream: bool
+    replay: str
+    config: str
+    comment: bool
+    github_token: str
+    fail_on_inconclusive: bool
+    working_directory: str
+
+    def __repr__(self) -> str:  # never show the token, even in a traceback
+        return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
+
+
+def read_inputs(env: Mapping[str, str]) -> Inputs:
+    """All inputs; InputError names every unusable one."""
+    values = {name: read_input(env, name) for name in INPUT_DEFAULTS}
+    problems: list[str] = []
+    flags: dict[str, bool] = {}
+    for name in BOOLEAN_INPUTS:
+        try:
+            flags[name] = parse_bool(name, values[name])
+        except InputError as exc:
+            problems.append(str(exc))
+    if values["lane"] not in ("smoke", "adjudication"):
+        problems.append(f"input 'lane' must be smoke or adjudication, got {values['lane']!r}")
+    for name in ("concurrency", "repeats"):
+        if not re.fullmatch(r"[1-9][0-9]{0,5}", values[name]):
+            problems.append(f"input {name!r} must be a positive whole number, got {values[name]!r}")
+    if problems:
+        raise InputError("; ".join(problems))
+    return Inputs(
+        fixtures=values["fixtures"],
+        pins=values["pins"],
+        base_url=values["base-url"],
+        model=values["model"],
+        lane=values["lane"],
+        endpoint_class=values["endpoint-class"],
+        concurrency=values["concurrency"],
+        repeats=values["repeats"],
+        stream=flags["stream"],
+        replay=values["replay"],
+        config=values["config"],
+        comment=flags["comment"],
+        github_token=values["github-token"],
+        fail_on_inconclusive=flags["fail-on-inconclusive"],
+        working_directory=values["working-directory"],
+    )
+
+
+def harness_argv(inputs: Inputs, pins: str, out_dir: Path, base_pins: Path | None) -> list[str]:
+    """The `envelope-ci run` command line for these inputs; paths stay relative to the working directory."""
+    argv = ["run", inputs.fixtures, "--pins", pins, "--out", str(out_dir), "--lane", inputs.lane]
+    optional = {
+        "--base-url": inputs.base_url,
+        "--model": inputs.model,
+        "--endpoint-class": inputs.endpoint_class,
+        "--replay": inputs.replay,
+        "--config": inputs.config,
+    }
+    argv += [item for flag, value in optional.items() if value for item in (flag, value)]
+    argv += ["--concurrency", inputs.concurrency, "--repeats", inputs.repeats]
+    if inputs.stream:
+        argv.append("--stream")
+    if base_pins is not None:
+        argv += ["--base-pins", str(base_pins)]
+    return argv
+
+
+# -- secrets -------------------------------------------------------------------------------------
+
+
+class Secrets:
+    """The values that must never be printed or posted: masked first, scrubbed from everything we write."""
+
+    def __init__(self, values: Sequence[str]) -> None:
+        self.values = sorted({v for v in values if v and v.strip()}, key=len, reverse=True)
+
+    def mask(self, out: TextIO) -> None:
+        """Tell the runner to hide each secret (each of its lines) in the log, before anything else is printed."""
+        for value in self.values:
+            for line in {value, *value.splitlines()}:
+                if line.strip():
+                    out.write(add_mask(line) + "\n")
+        out.flush()
+
+    def scrub(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, "***")
+        return text
+
+
+class _Tee(io.StringIO):
+    """Writes to a stream and keeps a copy (the harness's error messages go into the summary too)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+        self.copy = io.StringIO()
+
+    def write(self, text: str) -> int:
+        """Write through to the stream and keep a copy."""
+        self.stream.write(text)
+        self.copy.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the stream."""
+        self.stream.flush()
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+
+def relative_to(path: Path, root: Path) -> str | None:
+    """`path` relative to `root` as a POSIX string, or None when it lies outside."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def slug(key: str) -> str:
+    """A directory name for one suite's reports (two suites in one job must not share it)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.") or "default"
+
+
+# -- the event -----------------------------------------------------------------------------------
+
+
+def load_event(path: str | None) -> tuple[dict[str, Any], str | None]:
+    """The webhook payload, or ({}, why) when it cannot be read."""
+    if not path:
+        return {}, None
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        return {}, f"could not read the event payload {path}: {exc}"
+    return (data, None) if isinstance(data, dict) else ({}, f"the event payload {path} is not a JSON object")
+
+
+def pull_request_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The event's pull request with a usable number, or None (push, workflow_dispatch, issue_comment, …)."""
+    pr = event.get("pull_request")
+    if not isinstance(pr, dict):
+        return None
+    number = pr.get("number", event.get("number"))
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        return None
+    return pr
+
+
+# -- base branch pins ----------------------------------------------------------------------------
+
+
+@dataclass
+class BasePins:
+    """What we found of the base branch's pins: the text, or that there are none, or why we could not tell."""
+
+    text: str | None = None
+    absent: bool = False
+    error: str | None = None
+    origin: str = ""  # human-readable: where the text (or the absence) came from
+
+
+def _git(workspace: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+    """Run git in the workspace (trusted explicitly: the container runs as root), or None without git."""
+    try:
+        return subprocess.run(
+            ["git", "-c", f"safe.directory={workspace}", "-C", str(workspace), *args],
+            capture_output=True,
+            timeout=_GIT_TIMEOUT_S,
+            check=False,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _git_text(proc: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    if proc is None or proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def repo_root(workspace: Path) -> Path:
+    """The git work tree's top (actions/checkout's `path:` may put it below the workspace)."""
+    top = _git_text(_git(workspace, "rev-parse", "--show-toplevel"))
+    return Path(top) if top else workspace
+
+
+def base_pins_from_git(workspace: Path, sha: str, path: str) -> BasePins | str:
+    """The pins at the test-merge commit's first parent; a str says why git could not tell."""
+    line = _git_text(_git(workspace, "rev-list", "--parents", "-n", "1", sha, "--"))
+    if line is None:
+        return f"git has no commit {sha[:12]} here (no .git directory, or git is missing)"
+    parents = line.split()[1:]
+    if len(parents) != 2:
+        # A depth-1 clone shows the merge commit without parents; a checkout of the PR head
+        # (`ref: head.sha`) is not the test merge, and its first parent is not the base.
+        why = "has no parents in this clone (fetch-depth: 1)" if not parents else "is not a two-parent test-merge commit"
+        return f"commit {sha[:12]} {why}"
+    base = parents[0]
+    shown = _git(workspace, "show", f"{base}:{path}")
+    if shown is not None and shown.returncode == 0:
+        try:
+            return BasePins(text=shown.stdout.decode("utf-8"), origin=f"git show {base[:12]}:{path} (test merge's first parent)")
+        except UnicodeDecodeError:
+            return BasePins(error=f"{path} at {base[:12]} is not UTF-8 text", origin="git")
+    exists = _git(workspace, "cat-file", "-e", f"{base}^{{commit}}")
+    if exists is not None and exists.returncode == 0:
+        return BasePins(absent=True, origin=f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
+    return f"the base commit {base[:12]} is not in this clone"
+
+
+def base_pins_from_api(client: GitHubClient | None, base_sha: str | None, path: str) -> BasePins | str:
+    """The pins at the event's `pull_request.base.sha` through the contents API; a str says why not."""
+    if client is None:
+        return "no github-token to ask the API"
+    if not base_sha:
+        return "the event names no pull_request.base.sha"
+    try:
+        text = client.get_file_at_ref(path, base_sha)
+    except (GitHubError, ValueError) as exc:
+        return f"the contents API failed: {exc}"
+    where = f"GET contents/{path}?ref={base_sha[:12]} (pull_request.base.sha)"
+    if text is None:
+        return BasePins(absent=True, origin=f"{where}: 404, the base branch has no pins yet")
+    return BasePins(text=text, origin=where)
+
+
+def fetch_base_pins(
+    workspace: Path, pins_abs: Path, sha: str, pr: Mapping[str, Any], client: GitHubClient | None
+) -> BasePins:
+    """Base pins via `git show <sha>^1:<path>`, else the REST contents API, else an error saying both reasons."""
+    root = repo_root(workspace)
+    path = relative_to(pins_abs, root)
+    if path is None:
+        return BasePins(error=f"the pins file {pins_abs} is outside the repository", origin="")
+    git = base_pins_from_git(workspace, sha, path) if sha else "GITHUB_SHA is not set"
+    if isinstance(git, BasePins):
+        return git
+    base = pr.get("base")
+    base_sha = base.get("sha") if isinstance(base, dict) else None
+    api = base_pins_from_api(client, base_sha if isinstance(base_sha, str) else None, path)
+    if isinstance(api, BasePins):
+        api.origin += f" — git could not: {git}"
+        return api
+    return BasePins(error=f"git: {git}; API: {api}", origin="")
+
+
+# -- report -> comment, summary, annotations, outputs --------------------------------------------
+
+
+def annotation_rank(case: Mapping[str, Any], alerts: Sequence[str]) -> int | None:
+    """How urgently a case deserves an annotation (lower first), or None for none."""
+    if case.get("outcome") == "regression":
+        return 0
+    if case.get("channel") == "stable":
+        return None
+    stratum = case.get("stratum")
+    undelivered = case.get("outcome") == "undelivered"
+    if stratum in (None, "easy") and not undelivered:
+        return 1  # held to the easy floor: any such case fails the run
+    if stratum == "medium" and not undelivered and "medium_regression" in alerts:
+        return 2
+    if undelivered:
+        return 3  # transport, not the model: it makes the run inconclusive
+    return None  # a stretch case failing is what stretch is for
+
+
+def case_annotations(report: Mapping[str, Any], workdir: Path, workspace: Path) -> list[str]:
+    """`::error` commands on the fixture lines of the cases that matter, at most MAX_ANNOTATIONS, then a count."""
+    alerts = list(report.get("alerts") or [])
+    ranked = [
+        (rank, i, case)
+        for i, case in enumerate(report.get("cases") or [])
+        if (rank := annotation_rank(case, alerts)) is not None
+    ]
+    ranked.sort(key=lambda item: item[:2])
+    lines = []
+    for _, _, case in ranked[:MAX_ANNOTATIONS]:
+        file = case.get("file")
+        rel = relative_to(workdir / file, workspace) if isinstance(file, str) and file else None
+        line = case.get("line") if isinstance(case.get("line"), int) and rel else None
+        outcome = str(case.get("outcome", "")).replace("_", " ")
+        title = f"envelope-ci: {clean(str(case.get('id')))[:100]} — {outcome} ({case.get('channel')})"
+        reasons = "; ".join(str(r) for r in case.get("reasons") or []) or "not stable"
+        message = clean(f"{case.get('label')} on the {case.get('channel')} channel: {reasons}")[:1000]
+        lines.append(error_annotation(rel, line, title, message))
+    extra = len(ranked) - MAX_ANNOTATIONS
+    if extra > 0:
+        lines.append(
+            f"envelope-ci: {extra} more case(s) not annotated (GitHub shows at most {MAX_ANNOTATIONS} "
+            "error annotations per step); every case is in the job summary and report.json."
+        )
+    return lines
+
+
+def fmt_output(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return str(value)
+
+
+def report_outputs(report: Mapping[str, Any] | None) -> dict[str, str]:
+    if report is None:
+        return {}
+    summary = report.get("summary") or {}
+    return {
+        "verdict": str(report.get("verdict", "")),
+        "stable": fmt_output(summary.get("stable")),
+        "regressions": str(len(report.get("regressions") or [])),
+        "yield": fmt_output(summary.get("yield")),
+        "accuracy-on-yield": fmt_output(summary.get("accuracy_on_yield")),
+        "alerts": ",".join(report.get("alerts") or []),
+    }
+
+
+def run_link(env: Mapping[str, str]) -> str | None:
+    server, repo, run_id = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
+    if server and repo and run_id and re.fullmatch(r"\d+", run_id):
+        attempt = env.get("GITHUB_RUN_ATTEMPT", "")
+        suffix = f"/attempts/{attempt}" if re.fullmatch(r"\d+", attempt) and attempt != "1" else ""
+        return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}{suffix}"
+    return None
+
+
+def footer(env: Mapping[str, str], pr: Mapping[str, Any] | None, base: BasePins | None) -> str:
+    """The comment's last lines: what was tested, where the base pins came from, where the full report is."""
+    parts = []
+    head = pr.get("head", {}).get("sha") if pr and isinstance(pr.get("head"), dict) else None
+    sha = head if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{7,64}", head) else None
+    if sha:
+        parts.append(f"commit `{sha[:12]}`")
+    link = run_link(env)
+    if link:
+        parts.append(f"[run and job summary]({link})")
+    lines = ["", "---", "<sub>envelope-ci" + (" · " + " · ".join(parts) if parts else "") + "</sub>"]
+    if base is not None:
+        if base.error:
+            lines += ["", f"<sub>base pins: unavailable — {inline(base.error, 600)}</sub>"]
+        elif base.origin:
+            lines += ["", f"<sub>base pins: {inline(base.origin, 600)}</sub>"]
+    return "\n".join(lines) + "\n"
+
+
+def error_markdown(title: str, code: int, stderr: str) -> str:
+    """The comment and summary when the harness wrote no report (bad input or a crash)."""
+    what = "bad input" if code == EXIT_USAGE else f"exit {code}"
+    text = stderr.strip() or "(no message)"
+    return (
+        f"## ❌ envelope-ci: {what} — {inline(title)}\n\n"
+        "The run could not start, so no case was graded. The harness said:\n\n"
+        f"{fenced(text[-20000:])}\n"
+    )
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one action run did."""
+
+    exit_code: int
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+def run_harness(argv: Sequence[str], out: TextIO) -> tuple[int, str]:
+    """`envelope_ci.cli.main(argv)` in-process, its output shown with workflow commands off; (exit, stderr)."""
+    from envelope_ci.cli import main as cli_main
+
+    # The harness prints fixture text and model output: a line of it starting with `::`
+    # must not be taken for a workflow command.
+    token = f"envelope-ci-{uuid.uuid4().hex}"
+    out.write("::group::envelope-ci run\n")
+    out.write(f"::stop-commands::{token}\n")
+    out.flush()
+    tee = _Tee(sys.stderr)
+    try:
+        with contextlib.redirect_stderr(tee):
+            code = cli_main(list(argv))
+    except Exception as exc:  # noqa: BLE001 - a crash still gets a summary and outputs
+        import traceback
+
+        traceback.print_exc()
+        tee.copy.write(f"internal error: {type(exc).__name__}: {exc}\n")
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        out.write(f"::{token}::\n")
+        out.write("::endgroup::\n")
+        out.flush()
+    return int(code), tee.copy.getvalue()
+
+
+def post_comment(
+    client: GitHubClient | None, number: int, body: str, marker: str, pr: Mapping[str, Any], repo: str
+) -> tuple[str, str | None]:
+    """Upsert the sticky comment: (url, None), or ("", why it could not be posted)."""
+    if client is None:
+        return "", "no github-token was given"
+    try:
+        result = client.upsert_comment(number, body, marker)
+    except GitHubError as exc:
+        why = str(exc)
+        head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name") if isinstance(pr.get("head"), dict) else None
+        if exc.status == 403:
+            fork = isinstance(head_repo, str) and head_repo.lower() != repo.lower()
+            why += (
+                " — the token is read-only"
+                + (f" (a pull request from the fork {head_repo}: GITHUB_TOKEN cannot write there)" if fork else "")
+                + "; give the job `permissions: pull-requests: write`, or post from a workflow_run workflow"
+                " (docs/action.md, 'Pull requests from forks')"
+            )
+        return "", why
+    return result.url, None
+
+
+def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
+    """Everything but masking and exiting; returns the exit status and the outputs written."""
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    outputs: dict[str, str] = {name: "" for name in OUTPUT_NAMES}
+
+    def finish(code: int) -> Outcome:
+        outputs["exit-code"] = str(code)
+        return Outcome(code, outputs)
+
+    try:
+        inputs = read_inputs(env)
+    except InputError as exc:
+        out.write(error_annotation(None, None, "envelope-ci: bad input", str(exc)) + "\n")
+        return finish(EXIT_USAGE)
+    secrets = Secrets([inputs.github_token, env.get("EVAL_API_KEY", "")])
+
+    workdir = (workspace / inputs.working_directory).resolve()
+    if not workdir.is_dir():
+        out.write(error_annotation(None, None, "envelope-ci: bad input", f"working-directory {inputs.working_directory!r} is not a directory under {workspace}") + "\n")
+        return finish(EXIT_USAGE)
+    os.chdir(workdir)
+
+    event, event_problem = load_event(env.get("GITHUB_EVENT_PATH"))
+    if event_problem:
+        out.write(warning(event_problem) + "\n")
+    pr = pull_request_of(event)
+    repo = env.get("GITHUB_REPOSITORY", "")
+    client: GitHubClient | None = None
+    if inputs.github_token and repo:
+        try:
+            client = GitHubClient(env.get("GITHUB_API_URL") or "https://api.github.com", repo, inputs.github_token)
+        except ValueError as exc:
+            out.write(warning(f"cannot talk to the GitHub API: {exc}") + "\n")
+
+    fixtures_abs = (workdir / inputs.fixtures).resolve()
+    key = relative_to(fixtures_abs, workspace) or inputs.fixtures
+    pins = inputs.pins or (Path(inputs.fixtures) / PINS_NAME).as_posix()
+    pins_abs = (workdir / pins).resolve()
+    out_dir = workspace / OUT_ROOT / slug(key)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("report.json", "report.md", "junit.xml", "comment.md", "base-pins.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (out_dir / name).unlink()
+
+    # The base branch's pins (pull requests only), for the comment's pin diff.
+    base: BasePins | None = None
+    base_file: Path | None = None
+    if pr is not None:
+        base = fetch_base_pins(workspace, pins_abs, env.get("GITHUB_SHA", ""), pr, client)
+        base_file = out_dir / "base-pins.json"
+        if base.text is not None:
+            base_file.write_text(base.text, "utf-8")
+        # Absent (first PR) or unknown: a missing file tells the harness "present: false";
+        # an error is added to the report below.
+        if base.error:
+            out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
+
+    code, stderr = run_harness(harness_argv(inputs, pins, out_dir, base_file), out)
+    report_json = out_dir / "report.json"
+    report: dict[str, Any] | None = None
+    if code in (EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE) and report_json.is_file():
+        report = json.loads(report_json.read_text("utf-8"))
+        if base is not None and base.error and isinstance(report.get("base"), dict):
+            # The harness only knows "file missing"; say why the base pins are unknown.
+            # (Stopgap until `run` takes the reason itself, see the report of issue #4.)
+            from envelope_ci.runner import write_reports
+
+            report["base"]["error"] = base.error
+            report.setdefault("notes", []).append(f"base branch pins unavailable: {base.error}")
+            write_reports(report, out_dir)
+
+    title = key
+    if report is not None:
+        tail = footer(env, pr, base)
+        # The footer (commit, run link, base pins' origin) is kept whole; the report fits around it.
+        body = fit_comment(lambda detail: secrets.scrub(_render(report, detail, title)), limit=COMMENT_LIMIT - len(tail)) + tail
+        summary_md = secrets.scrub(_render(report, "full", title)) + tail
+    else:
+        body = secrets.scrub(error_markdown(title, code, stderr)) + footer(env, pr, None)
+        summary_md = body
+    (out_dir / "comment.md").write_text(body, "utf-8")
+
+    # The sticky comment.
+    comment_note: str | None = None
+    if not inputs.comment:
+        out.write("envelope-ci: comment: false — not commenting; the report is in the job summary.\n")
+    elif pr is None:
+        out.write(f"envelope-ci: no pull request in this {env.get('GITHUB_EVENT_NAME') or 'run'} event — the report is in the job summary only.\n")
+    else:
+        url, why = post_comment(client, int(pr.get("number", event.get("number"))), body, marker_for(key), pr, repo)
+        outputs["comment-url"] = url
+        if why:
+            comment_note = secrets.scrub(why)
+            out.write(warning(f"envelope-ci could not post the PR comment: {comment_note}. The full report is in the job summary.") + "\n")
+        else:
+            out.write(f"envelope-ci: PR comment {url}\n")
+
+    summary_path = env.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        if comment_note:
+            summary_md = f"> **The PR comment was not posted:** {inline(comment_note, 1000)}\n\n" + summary_md
+        append_summary(summary_path, summary_md)
+
+    if report is not None:
+        out.writelines(line + "\n" for line in case_annotations(report, workdir, workspace))
+        outputs.update(report_outputs(report))
+        if report.get("verdict") == "inconclusive":
+            out.write(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary.") + "\n")
+    elif code != EXIT_PASS:
+        first = next((ln for ln in stderr.splitlines() if ln.strip()), f"envelope-ci exited {code}")
+        out.write(error_annotation(None, None, "envelope-ci: bad input" if code == EXIT_USAGE else "envelope-ci failed", secrets.scrub(first)) + "\n")
+    for name, path in (("report-json", report_json), ("report-markdown", out_dir / "report.md")):
+        if path.is_file():
+            outputs[name] = relative_to(path, workspace) or str(path)
+
+    result = finish(code)
+    if code == EXIT_INCONCLUSIVE and not inputs.fail_on_inconclusive:
+        out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — the step passes (output exit-code is 3).\n")
+        result.exit_code = EXIT_PASS
+    return result
+
+
+def _render(report: Mapping[str, Any], detail: str, title: str) -> str:
+    from envelope_ci.render.markdown import render_markdown
+
+    return render_markdown(report, detail, title=title)
+
+
+def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    out = out or sys.stdout
+    # First, before anything else is printed: hide the secrets in the log.
+    secrets = Secrets([read_input(env, "github-token"), env.get("EVAL_API_KEY", "")])
+    secrets.mask(out)
+    result = execute(env, out)
+    outputs_path = env.get("GITHUB_OUTPUT")
+    values = {name: secrets.scrub(result.outputs.get(name, "")) for name in OUTPUT_NAMES}
+    if outputs_path:
+        write_outputs(outputs_path, values)
+    else:
+        out.write("envelope-ci: outputs " + json.dumps(values, ensure_ascii=False) + "\n")
+    out.flush()
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""Fixtures: loading every format, validation problems located by file/line/field, recordings."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, chat_body, make_suite, recorded, transport_error, write_replay
+from envelope_ci.errors import Problem, UsageError
+from envelope_ci.fixtures import (
+    MAX_YAML_ALIASES,
+    case_schema,
+    fixtures_hash,
+    load_cases,
+    load_recordings,
+)
+from envelope_ci.model import Envelope
+from envelope_ci.runner import offline_envelopes
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def problems_of(root: Path, exclude: set[Path] | None = None) -> list[Problem]:
+    with pytest.raises(UsageError) as info:
+        load_cases(root, exclude or set())
+    return info.value.problems
+
+
+def only_problem(root: Path) -> Problem:
+    found = problems_of(root)
+    assert len(found) == 1, [str(p) for p in found]
+    return found[0]
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+def test_every_format_recursively(tmp_path):
+    root = make_suite(tmp_path, files={
+        "a.yaml": "- id: y1\n  prompt: p\n  completion: ok\n- id: y2\n  prompt: p\n  completion: ok\n",
+        "sub/b.yml": "cases:\n  - id: yml1\n    prompt: p\n    completion: ok\n",
+        "sub/deeper/c.json": json.dumps([{"id": "j1", "prompt": "p", "completion": "ok"}, {"id": "j2", "prompt": "p", "completion": "ok"}], indent=2),
+        "d.json": json.dumps({"id": "single", "prompt": "p", "completion": "ok"}),
+        "e.jsonl": '{"id": "l1", "prompt": "p", "completion": "ok"}\n\n{"id": "l2", "prompt": "p", "completion": "ok"}\n',
+        "empty.yaml": "# nothing here yet\n",
+        "README.md": "# not a case\n",
+        "envelope-ci.yaml": "easy_floor: 1.0\n",
+        "envelope-pins.json": '{"format": "envelope-ci/pins"}',
+        ".hidden/x.yaml": "not: [valid",
+    })
+    cases = load_cases(root, {(root / "envelope-pins.json").resolve()})
+    assert sorted(c.id for c in cases) == ["j1", "j2", "l1", "l2", "single", "y1", "y2", "yml1"]
+    by_id = {c.id: c for c in cases}
+    assert by_id["y2"].line == 4 and by_id["l2"].line == 3 and by_id["j2"].line == 8
+    assert by_id["yml1"].file.endswith("sub/b.yml")
+
+
+def test_case_fields_are_built(tmp_path):
+    root = make_suite(tmp_path, [
+        {"id": "p", "stratum": "easy", "system": "Be brief.", "prompt": "hi", "completion": "hello", "must_include": ["HELLO"],
+         "must_not_include": ["sorry"], "expect_fragment": "hel", "max_chars": 40, "timeout_s": 5, "max_tokens": 64, "temperature": 0.2, "tags": ["x"]},
+        {"id": "m", "messages": [{"role": "user", "content": "hi"}], "recorded": [recorded(chat_body("a")), transport_error()], "expect_json": None},
+    ])
+    p, m = load_cases(root, set())
+    assert p.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"})
+    assert (p.stratum, p.completion, p.must_include, p.must_not_include, p.max_chars, p.timeout_s) == ("easy", "hello", ("HELLO",), ("sorry",), 40, 5)
+    assert p.request == {"max_tokens": 64, "temperature": 0.2}
+    assert p.recorded is None and not p.wants_json
+    assert m.messages == ({"role": "user", "content": "hi"},) and m.stratum is None
+    assert len(m.recorded) == 2 and m.has_expect_json and m.wants_json and m.expect_json is None
+    assert p.digest.startswith("sha256:") and p.digest != m.digest
+
+
+def test_yaml_anchors_in_moderation_are_fine(tmp_path):
+    text = "- id: a\n  system: &sys Be brief.\n  prompt: p\n  completion: ok\n- id: b\n  system: *sys\n  prompt: p\n  completion: ok\n"
+    cases = load_cases(make_suite(tmp_path, files={"c.yaml": text}), set())
+    assert cases[1].messages[0]["content"] == "Be brief."
+
+
+def test_case_schema_is_published():
+    schema = case_schema()
+    assert schema["additionalProperties"] is False
+    assert {"id", "stratum", "prompt", "messages", "expect_fragment", "must_include", "must_not_include", "expect_json", "schema",
+            "max_chars", "timeout_s", "completion", "recorded"} <= set(schema["properties"])
+
+
+# -- problems: file, line, field, one per problem --------------------------------------------
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": "- id: x\n  prompt: p\n  completion: ok\n- id: y\n  prompt: [unclosed\n  completion: z\n"}))
+    assert p.file.endswith("c.yaml") and p.line in (5, 6) and "malformed YAML" in p.message
+
+
+def test_malformed_json_names_the_line(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.json": '[\n  {"id": "x", "prompt": "p",\n   "completion": }\n]\n'}))
+    assert (p.line, p.field) == (3, None) and "malformed JSON" in p.message
+
+
+def test_malformed_jsonl_names_every_bad_line(tmp_path):
+    text = '{"id": "a", "prompt": "p", "completion": "ok"}\n{"id": "b", bad}\n{"id": "c", "prompt": "p", "completion": "ok"}\n{oops\n'
+    found = problems_of(make_suite(tmp_path, files={"c.jsonl": text}))
+    assert [(p.line, "malformed JSON" in p.message) for p in found] == [(2, True), (4, True)]
+
+
+def test_unknown_key_on_its_line_with_did_you_mean(tmp_path):
+    text = "- id: x\n  prompt: p\n  completion: ok\n  expect_fragmnt: ok\n  musst_include: [a]\n  zzz: 1\n"
+    found = problems_of(make_suite(tmp_path, files={"c.yaml": text}))
+    assert [(p.line, p.field) for p in found] == [(4, "expect_fragmnt"), (5, "musst_include"), (6, "zzz")]
+    assert "did you mean 'expect_fragment'?" in found[0].message
+    assert "did you mean 'must_include'?" in found[1].message
+    assert "did you mean" not in found[2].message
+    assert str(found[0]).endswith("c.yaml:4: expect_fragmnt: unknown key (did you mean 'expect_fragment'?)")
+
+
+def test_unknown_key_inside_a_recorded_envelope(tmp_path):
+    text = "- id: x\n  prompt: p\n  recorded:\n    http_status: 200\n    elapsd_ms: 3\n"
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": text}))
+    assert (p.line, p.field) == (3, "recorded.elapsd_ms")
+    assert "did you mean 'elapsed_ms'?" in p.message
+
+
+@pytest.mark.parametrize(
+    "extra,line,field,needle",
+    [
+        ("  max_chars: ten\n", 4, "max_chars", "is not of type 'integer'"),
+        ("  must_include: Northwind\n", 4, "must_include", "is not of type 'array'"),
+        ("  must_include: [1]\n", 4, "must_include.0", "is not of type 'string'"),
+        ("  stratum: hard\n", 4, "stratum", "is not one of ['easy', 'medium', 'stretch']"),
+        ("  timeout_s: 0\n", 4, "timeout_s", "less than or equal to the minimum of 0"),
+        ("  schema: {type: objekt}\n", 4, "schema.type", "invalid JSON Schema"),
+        ("  schema: {required: notalist}\n", 4, "schema.required", "invalid JSON Schema"),
+    ],
+)
+def test_wrong_types_and_values(tmp_path, extra, line, field, needle):
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": "- id: x\n  prompt: p\n  completion: ok\n" + extra}))
+    assert (p.line, p.field) == (line, field)
+    assert needle in p.message
+
+
+def test_recorded_envelope_wrong_type_points_inside(tmp_path):
+    text = "- id: x\n  prompt: p\n  recorded:\n    http_status: '200'\n"
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": text}))
+    assert (p.line, p.field) == (3, "recorded.http_status")
+    assert "is not of type 'integer', 'null'" in p.message
+
+
+def test_no_prompt_nor_messages(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": "- id: x\n  prompt: p\n  completion: ok\n- id: y\n  completion: ok\n"}))
+    assert (p.line, p.field, p.message) == (4, None, "a case needs a 'prompt' or 'messages'")
+
+
+def test_completion_and_recorded_both(tmp_path):
+    p = only_problem(make_suite(tmp_path, [{"id": "x", "prompt": "p", "completion": "ok", "recorded": recorded(chat_body("ok"))}]))
+    assert p.message == "give either 'completion' or 'recorded', not both" and p.line == 1
+
+
+def test_case_not_a_mapping_and_file_not_cases(tmp_path):
+    found = problems_of(make_suite(tmp_path, files={"a.yaml": "- just a string\n", "b.yaml": "42\n"}))
+    assert [p.file.rsplit("/", 1)[-1] for p in found] == ["a.yaml", "b.yaml"]
+    assert "a case must be a mapping" in found[0].message
+    assert "expected a case, a list of cases" in found[1].message
+
+
+def test_duplicate_ids_across_files_name_both_locations(tmp_path):
+    root = make_suite(tmp_path, files={
+        "a.yaml": "- id: first\n  prompt: p\n  completion: ok\n- id: dup\n  prompt: p\n  completion: ok\n",
+        "b.json": '[\n  {"id": "other", "prompt": "p", "completion": "ok"},\n  {"id": "dup", "prompt": "p", "completion": "ok"}\n]\n',
+    })
+    p = only_problem(root)
+    assert p.file.endswith("b.json") and p.line == 3 and p.field == "id"
+    assert "duplicate id 'dup'" in p.message and "a.yaml:4" in p.message
+
+
+def test_non_utf8_file(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": b"- id: x\n  prompt: p\n  completion: caf\xe9\n"}))
+    assert p.line == 3 and "not UTF-8" in p.message and "0xe9" in p.message
+
+
+def test_utf8_bom_is_fine(tmp_path):
+    cases = load_cases(make_suite(tmp_path, files={"c.yaml": "\ufeff- id: x\n  prompt: p\n  completion: ok\n".encode("utf-8")}), set())
+    assert cases[0].id == "x"
+
+
+def test_lone_surrogate_is_a_problem_not_a_traceback(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.jsonl": '{"id": "x", "prompt": "p", "completion": "ok \\ud800"}\n'}))
+    assert (p.line, p.field) == (1, "completion") and "surrogate" in p.message
+
+
+def test_empty_and_missing_directory(tmp_path):
+    empty = make_suite(tmp_path, files={"notes.txt": "nothing"})
+    p = only_problem(empty)
+    assert "no cases found" in p.message
+    with pytest.raises(UsageError) as info:
+        load_cases(tmp_path / "missing", set())
+    assert "not a directory" in str(info.value)
+
+
+def test_python_tags_are_refused(tmp_path):
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": "- !!python/object/apply:os.system ['echo pwned']\n"}))
+    assert p.line == 1 and "malformed YAML" in p.message and "constructor" in p.message
+
+
+BILLION_LAUGHS = "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
+    for prev, name in zip([None, "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi")
+)
+
+
+def test_alias_bomb_is_refused_quickly(tmp_path):
+    assert BILLION_LAUGHS.count("*") < MAX_YAML_ALIASES  # the expansion check, not the alias count, catches it
+    start = time.perf_counter()
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": BILLION_LAUGHS}))
+    assert time.perf_counter() - start < 2.0
+    assert "alias bomb" in p.message
+
+
+def test_many_aliases_are_refused(tmp_path):
+    text = "x: &x 1\nl: [" + ", ".join(["*x"] * (MAX_YAML_ALIASES + 1)) + "]\n"
+    p = only_problem(make_suite(tmp_path, files={"c.yaml": text}))
+    assert "alias" in p.message
+
+
+def test_all_problems_reported_together(tmp_path):
+    root = make_suite(tmp_path, files={"a.yaml": "- id: x\n  prompt: p\n  stratum: hard\n  completion: ok\n", "b.json": "{", "c.jsonl": "{}\n"})
+    found = problems_of(root)
+    assert [p.file.rsplit("/", 1)[-1] for p in found] == ["a.yaml", "b.json", "c.jsonl", "c.jsonl"]
+
+
+# -- offline envelopes and recordings --------------------------------------------------------
+
+def test_offline_envelopes_sources(tmp_path):
+    root = make_suite(tmp_path, [
+        {"id": "c", "prompt": "p", "completion": "text"},
+        {"id": "r", "prompt": "p", "recorded": recorded(chat_body("one"))},
+        {"id": "l", "prompt": "p", "recorded": [recorded(chat_body("one")), recorded(chat_body("two"))]},
+    ])
+    cases = load_cases(root, set())
+    envs = offline_envelopes(cases, None)
+    assert envs["c"] == [Envelope(completion="text")]
+    assert envs["r"][0].body["choices"][0]["message"]["content"] == "one" and envs["r"][0].http_status == 200
+    assert len(envs["l"]) == 2
+    replay = {"c": [Envelope(http_status=200, body=chat_body("replayed"))]}
+    assert offline_envelopes(cases, replay)["c"] == replay["c"]
+
+
+def test_case_with_nothing_to_grade_offline(tmp_path):
+    cases = load_cases(make_suite(tmp_path, [{"id": "live-only", "prompt": "p", "must_include": ["x"]}]), set())
+    with pytest.raises(UsageError) as info:
+        offline_envelopes(cases, None)
+    (p,) = info.value.problems
+    assert (p.line, p.field) == (1, "completion") and "live-only" in p.message
+
+
+def test_load_recordings(tmp_path):
+    path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
+    out = load_recordings(path, {"a", "b", "c"})
+    assert [e.elapsed_ms for e in out["a"]] == [10.0, 1.2] and out["a"][1].error
+    assert len(out["b"]) == 2 and "c" not in out
+
+
+def test_recordings_problems_name_the_line(tmp_path):
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"id": "a", "recorded": recorded(chat_body("x"))}),
+        json.dumps({"id": "nope", "recorded": recorded(chat_body("x"))}),
+        json.dumps({"id": "a", "recorded": {"http_status": "200"}}),
+        json.dumps({"id": "a"}),
+    ]) + "\n", "utf-8")
+    with pytest.raises(UsageError) as info:
+        load_recordings(path, {"a"})
+    found = info.value.problems
+    assert [(p.line, p.field) for p in found] == [(2, "id"), (3, "recorded.http_status"), (4, None)]
+    assert "'nope' matches no case" in found[0].message
+    path.write_text('{"id": "a", "recorded": \n', "utf-8")
+    with pytest.raises(UsageError) as info:
+        load_recordings(path, {"a"})
+    assert info.value.problems[0].line == 1
+    with pytest.raises(UsageError):
+        load_recordings(tmp_path / "missing.jsonl", {"a"})
+
+
+def test_fixtures_hash_excludes_and_hidden(tmp_path):
+    root = make_suite(tmp_path, [{"id": "x", "prompt": "p", "completion": "ok"}])
+    before = fixtures_hash(root, set())
+    (root / ".git").mkdir()
+    (root / ".git" / "HEAD").write_text("ref", "utf-8")
+    assert fixtures_hash(root, set()) == before
+    (root / "envelope-pins.json").write_text("{}", "utf-8")
+    assert fixtures_hash(root, {(root / "envelope-pins.json").resolve()}) == before
+    assert fixtures_hash(root, set()) != before
+    (root / "notes.md").write_text("x", "utf-8")
+    assert fixtures_hash(root, {(root / "envelope-pins.json").resolve()}) != before
+
+
+def test_examples_load():
+    assert len(load_cases(EXAMPLES / "support-bot", {(EXAMPLES / "support-bot" / "envelope-pins.json").resolve()})) == 12
+    assert len(load_cases(EXAMPLES / "planted", set())) == 24
+
+
+def test_a_pins_file_is_never_a_case(tmp_path):
+    root = make_suite(tmp_path, [{"id": "x", "prompt": "p", "completion": "ok"}],
+                      files={"envelope-pins.json": '{"format": "envelope-ci/pins", "version": 1, "cases": {}}',
+                             "sub/envelope-pins.json": "{}", "sub/envelope-ci.yml": "easy_floor: 1\n"})
+    assert [c.id for c in load_cases(root, set())] == ["x"]
+
+
+def test_duplicate_ids_in_one_json_file_name_both_lines(tmp_path):
+    text = '[\n {"id": "a", "prompt": "p", "completion": "x"},\n {"id": "b", "prompt": "p", "completion": "x"},\n {"id": "a", "prompt": "p", "completion": "y"}\n]\n'
+    p = only_problem(make_suite(tmp_path, files={"c.json": text}))
+    assert p.line == 4 and p.message.endswith("c.json:2)")

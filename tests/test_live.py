@@ -1,0 +1,605 @@
+"""Issue #3: live runs against an OpenAI-compatible endpoint, end to end over real sockets.
+
+Every test drives the real CLI (``envelope_ci.cli.main`` in-process, or ``python -m envelope_ci``
+as a subprocess for signals) against ``tests/fake_openai.py`` on 127.0.0.1, plants one failure
+per case (matched by the ``[[KEY]]`` marker in the prompt), and checks the label, the attempts
+(report.json ``cases[].attempts`` and the server's own count) and, where it matters, the timing
+of the retries as the server saw them. Only the response-size cap is tested through
+``run_live`` directly, with a small cap.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fake_openai import Behaviour, FakeOpenAI, refused_url  # noqa: E402
+
+from envelope_ci.cli import main  # noqa: E402
+from envelope_ci.model import Case, RetryPolicy  # noqa: E402
+from envelope_ci.transport import ClientSettings, run_live  # noqa: E402
+
+KEY = "sk-envci-live-test-7d1f0c9a2b"
+# RetryPolicy's default backoff: attempt 1 waits 0.5 s x (1 - 0.25 x jitter), attempt 2 twice that.
+BACKOFF_1 = (0.375, 0.5)
+BACKOFF_2 = (0.75, 1.0)
+
+
+# --------------------------------------------------------------------------- helpers
+@dataclass
+class Run:
+    code: int
+    report: dict[str, Any] | None
+    wall: float
+    out: Path
+    stdout: str
+    stderr: str
+
+    def case(self, case_id: str) -> dict[str, Any]:
+        assert self.report is not None, f"no report.json (exit {self.code}): {self.stderr}"
+        found = [c for c in self.report["cases"] if c["id"] == case_id]
+        assert len(found) == 1, case_id
+        return found[0]
+
+
+def case(key: str, expect: str | None = "Hello", **extra: Any) -> dict[str, Any]:
+    """A fixture case whose prompt carries the fake server's ``[[KEY]]`` marker."""
+    data: dict[str, Any] = {"id": key, "prompt": f"Please answer briefly. [[{key}]]"}
+    if expect is not None:
+        data["expect_fragment"] = expect
+    data.update(extra)
+    return data
+
+
+def write_fixtures(directory: Path, cases: list[dict[str, Any]]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "cases.json").write_text(json.dumps(cases, indent=1), "utf-8")
+    return directory
+
+
+def cli(fixtures: Path, out: Path, *args: str) -> Run:
+    """The real CLI in-process; stdout and stderr captured (not a TTY)."""
+    so, se = io.StringIO(), io.StringIO()
+    t0 = time.monotonic()
+    with redirect_stdout(so), redirect_stderr(se):
+        code = main(["run", str(fixtures), "--out", str(out), *args])
+    wall = time.monotonic() - t0
+    path = out / "report.json"
+    report = json.loads(path.read_text("utf-8")) if path.is_file() else None
+    return Run(code, report, wall, out, so.getvalue(), se.getvalue())
+
+
+def live(tmp: Path, url: str, cases: list[dict[str, Any]], *args: str, model: str = "alias") -> Run:
+    fixtures = write_fixtures(tmp / "fixtures", cases)
+    return cli(fixtures, tmp / "out", "--base-url", url, "--model", model, *args)
+
+
+def gaps(srv: FakeOpenAI, key: str) -> list[float]:
+    """Seconds between successive arrivals of one case's requests, as the server saw them."""
+    ts = [r.t for r in srv.requests(key)]
+    return [b - a for a, b in zip(ts, ts[1:])]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("EVAL_API_KEY", "EVAL_BASE_URL", "EVAL_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def srv():
+    with FakeOpenAI() as s:
+        yield s
+    assert s.errors == []
+
+
+# --------------------------------------------------------------------------- one run, many planted failures
+# key -> (behaviour(s), case extras, expected label, expected attempts, substrings of the reasons)
+MATRIX: dict[str, tuple[Any, dict[str, Any], str, int, tuple[str, ...]]] = {
+    "m-ok": (Behaviour.ok("Hello there"), {}, "right", 1, ()),
+    "m-reset": (Behaviour.reset(), {}, "drop", 2, ("no response",)),
+    "m-reset-early": (Behaviour.reset(partial=False), {}, "drop", 2, ("no response",)),
+    "m-slow-headers": (Behaviour.hang(3.0), {"timeout_s": 0.3}, "drop", 2, ("ReadTimeout", "0.3 s")),
+    "m-500": ([Behaviour.server_error(500), Behaviour.ok("Hello")], {}, "right", 2, ()),
+    "m-502": ([Behaviour.server_error(502), Behaviour.ok("Hello")], {}, "right", 2, ()),
+    "m-503": ([Behaviour.server_error(503), Behaviour.ok("Hello")], {}, "right", 2, ()),
+    "m-context": (Behaviour.bad_request_context_length(), {}, "drop", 1, ("HTTP 400", "maximum context length", "context_length_exceeded")),
+    "m-401": (Behaviour.unauthorized(), {}, "drop", 1, ("HTTP 401", "Unauthorized")),
+    "m-flat-400": (Behaviour.flat_error(), {}, "drop", 1, ("HTTP 400", "max_tokens must be at least 1")),
+    "m-quota": (Behaviour.quota_exhausted(), {}, "drop", 1, ("HTTP 429", "insufficient_quota")),
+    "m-choices-empty": (Behaviour.empty_choices(), {}, "empty", 2, ("no choices",)),
+    "m-choices-empty-then-ok": ([Behaviour.empty_choices(), Behaviour.ok("Hello")], {}, "right", 2, ()),
+    "m-null-content": (Behaviour.null_content(), {}, "empty", 2, ("content is null",)),
+    "m-tool-call": (Behaviour.tool_call("get_weather", {"city": "Edinburgh"}), {"expect_fragment": "Edinburgh"}, "right", 1, ()),
+    "m-refusal": (Behaviour.refusal(), {}, "wrong", 1, ("model refused", "missing fragment")),
+    "m-length": (Behaviour.length("Hello, the answer is"), {}, "truncated", 1, ("length",)),
+    "m-malformed": (Behaviour.malformed_json(), {}, "empty", 2, ("not a JSON object",)),
+    "m-html-200": (Behaviour.html_200(), {}, "empty", 2, ("Authentication required",)),
+    "m-wrong": (Behaviour.ok("Goodbye"), {}, "wrong", 1, ("missing fragment 'Hello'",)),
+}
+RETRIED = [k for k, v in MATRIX.items() if v[3] > 1]
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory):
+    with FakeOpenAI() as s:
+        for key, (behaviour, _, _, _, _) in MATRIX.items():
+            s.plant(key, behaviour)
+        cases = [case(key, **extra) for key, (_, extra, _, _, _) in MATRIX.items()]
+        run = live(tmp_path_factory.mktemp("matrix"), s.url, cases, "--concurrency", "16", "--max-attempts", "2",
+                   "--record", str(tmp_path_factory.mktemp("matrix-rec") / "rec.jsonl"))
+        yield s, run
+    assert s.errors == []
+
+
+@pytest.mark.parametrize("key", list(MATRIX))
+def test_planted_failure_label_attempts_and_reasons(matrix, key):
+    srv, run = matrix
+    _, _, label, attempts, needles = MATRIX[key]
+    got = run.case(key)
+    assert got["label"] == label, got["reasons"]
+    assert got["attempts"] == attempts
+    assert srv.attempts(key) == attempts
+    text = " ".join(got["reasons"])
+    for needle in needles:
+        assert needle in text, (needle, got["reasons"])
+    if label in ("drop", "empty"):
+        assert got["channel"] == "transport" and got["outcome"] == "undelivered"
+
+
+@pytest.mark.parametrize("key", RETRIED)
+def test_retries_wait_for_the_backoff(matrix, key):
+    srv, _ = matrix
+    (gap,) = gaps(srv, key)
+    timeout = MATRIX[key][1].get("timeout_s", 0)
+    assert BACKOFF_1[0] + timeout - 0.01 <= gap <= BACKOFF_1[1] + timeout + 0.5
+
+
+def test_rejected_requests_report_their_status(matrix):
+    _, run = matrix
+    assert run.case("m-context")["http_status"] == 400
+    assert run.case("m-401")["http_status"] == 401
+    assert run.case("m-quota")["http_status"] == 429
+    assert run.case("m-ok")["http_status"] == 200
+
+
+def test_matrix_verdict_and_summary(matrix):
+    _, run = matrix
+    assert run.report is not None
+    # wrong/truncated cases break the easy floor: that is a failure, not an inconclusive run
+    assert run.code == 1 and run.report["verdict"] == "fail"
+    counts = run.report["summary"]["counts"]
+    expected: dict[str, int] = {}
+    for _, _, label, _, _ in MATRIX.values():
+        expected[label] = expected.get(label, 0) + 1
+    assert {k: v for k, v in counts.items() if v} == expected
+
+
+def test_refused_connection_is_retried_up_to_max_attempts(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVAL_API_KEY", KEY)
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, refused_url(), [case("refused")], "--max-attempts", "3", "--record", str(rec))
+    got = run.case("refused")
+    assert run.code == 3 and run.report["verdict"] == "inconclusive"
+    assert got["label"] == "drop" and got["attempts"] == 3
+    assert "Connection refused" in " ".join(got["reasons"])
+    (line,) = read_jsonl(rec)
+    log = line["attempt_log"]
+    assert [e["attempt"] for e in log] == [1, 2, 3]
+    assert BACKOFF_1[0] <= log[0]["retry_in_s"] <= BACKOFF_1[1]
+    assert BACKOFF_2[0] <= log[1]["retry_in_s"] <= BACKOFF_2[1]
+    assert log[2]["gave_up"] == "per-case attempts spent"
+    assert run.wall >= BACKOFF_1[0] + BACKOFF_2[0]
+    # the key never leaks, not even through a connection error
+    assert_no_key(run, rec)
+
+
+# --------------------------------------------------------------------------- 429 and Retry-After
+@pytest.mark.parametrize("behaviour, low, high", [
+    (Behaviour.rate_limited(retry_after=1), 1.0, 1.6),
+    (Behaviour.rate_limited(retry_after_ms=400), 0.4, 0.9),  # ms, not 400 seconds
+    (Behaviour.rate_limited(retry_after_date=1), 1.0, 2.6),  # HTTP date: 1 s resolution, rounded up
+    (Behaviour.rate_limited(retry_after=0), BACKOFF_1[0], 1.0),  # 0 (or Azure's -1) is no wait: back off
+], ids=["seconds", "ms", "http-date", "zero"])
+def test_429_waits_as_asked_then_succeeds(tmp_path, srv, behaviour, low, high):
+    srv.plant("rl", [behaviour, Behaviour.ok("Hello")])
+    run = live(tmp_path, srv.url, [case("rl")])
+    got = run.case("rl")
+    assert got["label"] == "right" and got["attempts"] == 2 and srv.attempts("rl") == 2
+    (gap,) = gaps(srv, "rl")
+    assert low - 0.01 <= gap <= high
+
+
+def test_retry_after_beyond_the_cap_gives_up_at_once(tmp_path, srv):
+    srv.plant("rl-long", [Behaviour.rate_limited(retry_after=120), Behaviour.ok("Hello")])
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, srv.url, [case("rl-long")], "--max-retry-after", "5", "--record", str(rec))
+    got = run.case("rl-long")
+    assert got["label"] == "drop" and got["attempts"] == 1 and srv.attempts("rl-long") == 1
+    assert run.wall < 3.0
+    assert "120" in read_jsonl(rec)[0]["attempt_log"][0]["gave_up"]
+    assert run.code == 3
+
+
+def test_429_pauses_the_whole_run(tmp_path, srv):
+    """Concurrency 4: after one 429 Retry-After 1, no worker sends anything until the pause is over."""
+    srv.plant("rw-429", [Behaviour.rate_limited(retry_after=1), Behaviour.ok("Hello")])
+    others = [f"rw-{i}" for i in range(9)]
+    for key in others:
+        srv.plant(key, Behaviour.ok("Hello", delay_ms=150))
+    run = live(tmp_path, srv.url, [case("rw-429")] + [case(k) for k in others], "--concurrency", "4")
+    assert run.code == 0, run.stdout
+    t429 = srv.requests("rw-429")[0].t
+    arrivals = sorted(r.t - t429 for r in srv.all_requests)
+    first_batch = [a for a in arrivals if a < 0.1]
+    later = [a for a in arrivals if a >= 0.1]
+    assert len(first_batch) <= 4  # what was already in flight
+    assert len(later) == len(arrivals) - len(first_batch) >= 7
+    # without the run-wide pause the three busy workers would be back at ~0.15 s
+    assert min(later) >= 1.0 - 0.01, arrivals
+    assert srv.requests("rw-429")[1].t - t429 >= 1.0 - 0.01
+    assert run.case("rw-429")["attempts"] == 2
+
+
+# --------------------------------------------------------------------------- size cap (run_live, small cap)
+def test_response_over_the_cap_is_cut_off_and_not_retried(srv):
+    srv.plant("huge-fixed", Behaviour.huge(200_000))
+    srv.plant("huge-endless", Behaviour.huge(None))
+    cases = [Case(id=k, stratum=None, messages=({"role": "user", "content": f"[[{k}]]"},), file="t", line=None, digest="")
+             for k in ("huge-fixed", "huge-endless")]
+    t0 = time.monotonic()
+    out = run_live(cases, ClientSettings(base_url=srv.url, model="m", max_response_bytes=20_000), concurrency=2,
+                   policy=RetryPolicy(max_attempts=3))
+    assert time.monotonic() - t0 < 3.0
+    for c in cases:
+        (env,) = out.envelopes[c.id]
+        assert env.http_status is None
+        assert env.error == "response larger than the cap of 20000 bytes: cut off"
+        assert env.attempts == 1 and srv.attempts(c.id) == 1
+
+
+def test_streamed_response_over_the_cap_is_cut_off(srv):
+    srv.plant("huge-stream", Behaviour.huge(None))
+    c = Case(id="huge-stream", stratum=None, messages=({"role": "user", "content": "[[huge-stream]]"},), file="t", line=None, digest="")
+    out = run_live([c], ClientSettings(base_url=srv.url, model="m", stream=True, max_response_bytes=50_000))
+    (env,) = out.envelopes["huge-stream"]
+    assert env.error is not None and "cut off" in env.error
+    assert env.attempts == 1 and srv.attempts("huge-stream") == 1
+    assert srv.requests("huge-stream")[0].stream
+
+
+def test_slow_body_past_the_deadline_is_a_timeout(srv):
+    srv.plant("trickle", Behaviour.slow_body(chunks=4, gap_ms=600))
+    c = Case(id="trickle", stratum=None, messages=({"role": "user", "content": "[[trickle]]"},), file="t", line=None,
+             digest="", timeout_s=0.3)
+    out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
+    (env,) = out.envelopes["trickle"]
+    assert env.error == "ReadTimeout: no data within 0.3 s"
+    assert 250 <= env.elapsed_ms < 1000
+
+
+# --------------------------------------------------------------------------- streaming
+STREAM: dict[str, tuple[Any, dict[str, Any], str, int]] = {
+    "s-ok": (Behaviour.ok("Hello there, friend", ttft_ms=100, chunk_gap_ms=30, pings=True), {}, "right", 1),
+    "s-cut": (Behaviour.stream_cut("Hello is"), {}, "truncated", 1),
+    "s-error": (Behaviour.stream_error("Hello"), {}, "drop", 2),
+    "s-azure": (Behaviour.stream_azure_prefilter("Hello from Azure", model="served-azure"), {}, "right", 1),
+    "s-tool": (Behaviour.tool_call("get_weather", {"city": "Edinburgh", "units": "c"}), {"expect_fragment": "Edinburgh"}, "right", 1),
+    "s-refusal": (Behaviour.refusal(), {}, "wrong", 1),
+    "s-length": (Behaviour.length("Hello wor"), {}, "truncated", 1),
+    "s-null": (Behaviour.null_content(), {}, "empty", 2),
+    "s-empty": (Behaviour.empty_choices(), {}, "empty", 2),
+}
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory):
+    with FakeOpenAI() as s:
+        for key, (behaviour, _, _, _) in STREAM.items():
+            s.plant(key, behaviour)
+        cases = [case(key, **extra) for key, (_, extra, _, _) in STREAM.items()]
+        run = live(tmp_path_factory.mktemp("stream"), s.url, cases, "--stream", "--concurrency", "9", "--max-attempts", "2")
+        yield s, run
+    assert s.errors == []
+
+
+@pytest.mark.parametrize("key", list(STREAM))
+def test_streamed_label_and_attempts(streamed, key):
+    srv, run = streamed
+    _, _, label, attempts = STREAM[key]
+    got = run.case(key)
+    assert got["label"] == label, got["reasons"]
+    assert got["attempts"] == attempts == srv.attempts(key)
+    assert all(r.stream for r in srv.requests(key))
+
+
+def test_stream_ttft_and_total_time(streamed):
+    _, run = streamed
+    got = run.case("s-ok")
+    # ttft_ms=100 on the server; ": ping" comments sent before it must not count as the first token
+    assert 95 <= got["ttft_ms"] <= 250
+    # three content deltas and a finish chunk, each 30 ms apart, come after the first token
+    assert got["ms"] >= got["ttft_ms"] + 100
+    assert got["finish_reason"] == "stop"
+
+
+def test_stream_asks_for_usage_and_reports_real_tokens(streamed):
+    srv, run = streamed
+    body = srv.requests("s-ok")[0].body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["model"] == "alias"
+    got = run.case("s-ok")
+    assert got["tokens_estimated"] is False
+    assert isinstance(got["tokens"], int) and got["tokens"] > 0
+
+
+def test_stream_cut_and_error_reasons(streamed):
+    _, run = streamed
+    assert "stream ended before a finish_reason" in " ".join(run.case("s-cut")["reasons"])
+    error = " ".join(run.case("s-error")["reasons"])
+    assert "HTTP 200 carrying an error" in error and "generation failed" in error
+    assert "model refused" in " ".join(run.case("s-refusal")["reasons"])
+
+
+def test_stream_model_is_the_first_non_empty_one(streamed):
+    _, run = streamed
+    assert run.case("s-azure")["model_id"] == "served-azure"  # Azure's first chunk has model ""
+    assert run.case("s-ok")["model_id"] == "fake-model-1"
+
+
+# --------------------------------------------------------------------------- concurrency and repeats
+def test_results_keep_fixture_order_whatever_finishes_first(tmp_path, srv):
+    delays = [400, 340, 280, 220, 160, 100, 40, 0]
+    keys = [f"order-{i}" for i in range(len(delays))]
+    for key, delay in zip(keys, delays):
+        srv.plant(key, Behaviour.ok("Hello", delay_ms=delay))
+    run = live(tmp_path, srv.url, [case(k) for k in keys], "--concurrency", "8")
+    assert run.code == 0
+    assert [c["id"] for c in run.report["cases"]] == keys
+    for key, delay in zip(keys, delays):
+        ms = run.case(key)["ms"]
+        assert delay <= ms < delay + 150, (key, ms)  # each case got its own envelope
+    assert run.wall < sum(delays) / 1000  # and they ran side by side
+
+
+def test_repeats_give_median_and_p95_per_case(tmp_path, srv):
+    keys = ["rep-a", "rep-b"]
+    for key in keys:
+        srv.plant(key, [Behaviour.ok("Hello", delay_ms=d) for d in (30, 90, 150)])
+    run = live(tmp_path, srv.url, [case(k) for k in keys], "--repeats", "3", "--concurrency", "3")
+    assert run.code == 0
+    for key in keys:
+        got = run.case(key)
+        assert srv.attempts(key) == 3
+        assert got["repeats"] == 3 and got["attempts"] == 3
+        assert 90 <= got["ms"] < 150  # the median repeat
+        assert 150 <= got["ms_p95"] < 260  # nearest-rank p95 of three: the slowest
+    assert run.report["run"]["repeats"] == 3
+
+
+# --------------------------------------------------------------------------- fingerprint
+def test_model_id_comes_from_the_response_not_the_flag(tmp_path, srv):
+    srv.plant("fp", Behaviour.ok("Hello", model="served-model-x"))
+    run = live(tmp_path, srv.url, [case("fp")], model="alias")
+    assert srv.requests("fp")[0].body["model"] == "alias"
+    assert run.case("fp")["model_id"] == "served-model-x"
+    assert run.report["fingerprint"]["model_id"] == "served-model-x"
+    assert run.code == 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_adjudication_without_a_model_id_fails_closed(tmp_path, srv, stream):
+    srv.plant("blind", Behaviour.ok("Hello", model=""))
+    srv.plant("seen", Behaviour.ok("Hello", model="served-model-x"))
+    args = ["--lane", "adjudication"] + (["--stream"] if stream else [])
+    run = live(tmp_path, srv.url, [case("blind"), case("seen")], *args)
+    assert run.code == 3
+    assert run.report["verdict"] == "inconclusive"
+    assert run.case("blind")["label"] == "right" and run.case("blind")["model_id"] is None
+    (blocker,) = run.report["blockers"]
+    assert "blind" in blocker and "seen" not in blocker
+    assert "blind" in run.stdout
+
+
+def test_smoke_lane_without_a_model_id_is_not_blocked(tmp_path, srv):
+    srv.plant("blind-smoke", Behaviour.ok("Hello", model=""))
+    run = live(tmp_path, srv.url, [case("blind-smoke")])
+    assert run.code == 0 and run.report["blockers"] == []
+
+
+# --------------------------------------------------------------------------- secrets
+def assert_no_key(run: Run, *extra: Path) -> None:
+    files = [p for p in run.out.rglob("*") if p.is_file()] + list(extra)
+    assert files
+    for path in files:
+        assert KEY not in path.read_text("utf-8", "replace"), path
+    assert KEY not in run.stdout
+    assert KEY not in run.stderr
+
+
+def test_key_is_sent_as_bearer_and_never_written(tmp_path, srv, monkeypatch):
+    monkeypatch.setenv("EVAL_API_KEY", KEY)
+    srv.plant("sec-ok", Behaviour.ok("Hello"))
+    # a proxy that echoes the key back in its error body
+    srv.plant("sec-echo", Behaviour.status(401, {"error": {"message": f"Incorrect API key provided: {KEY}",
+                                                           "type": "invalid_request_error", "code": "invalid_api_key"}}))
+    srv.plant("sec-reset", Behaviour.reset())
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, srv.url, [case("sec-ok"), case("sec-echo"), case("sec-reset")], "--record", str(rec),
+               "--max-attempts", "2")
+    for key in ("sec-ok", "sec-echo", "sec-reset"):
+        for request in srv.requests(key):
+            assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert run.case("sec-ok")["label"] == "right"
+    assert "Incorrect API key provided: ***" in " ".join(run.case("sec-echo")["reasons"])
+    assert_no_key(run, rec)
+
+
+def test_no_key_no_authorization_header(tmp_path, srv):
+    srv.plant("nokey", Behaviour.ok("Hello"))
+    run = live(tmp_path, srv.url, [case("nokey")])
+    assert run.code == 0
+    assert "authorization" not in srv.requests("nokey")[0].headers
+
+
+# --------------------------------------------------------------------------- recordings and replay
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_record_then_replay_gives_the_same_grades(tmp_path, srv, stream):
+    plants = {
+        "rec-ok": Behaviour.ok("Hello", headers={"Set-Cookie": "session=abc123; HttpOnly"}, chunk_gap_ms=5),
+        "rec-wrong": Behaviour.ok("Goodbye"),
+        "rec-503": [Behaviour.server_error(503), Behaviour.ok("Hello")],
+        "rec-length": Behaviour.length("Hello wo"),
+        "rec-tool": Behaviour.tool_call("lookup", {"q": "Hello"}),
+        "rec-reset": Behaviour.reset(),
+        "rec-cut": Behaviour.stream_cut("Hello is"),
+    }
+    for key, behaviour in plants.items():
+        srv.plant(key, behaviour)
+    fixtures = write_fixtures(tmp_path / "fixtures", [case(k) for k in plants])
+    rec = tmp_path / "recordings" / "live.jsonl"
+    args = ["--base-url", srv.url, "--model", "alias", "--repeats", "2", "--max-attempts", "2", "--concurrency", "7",
+            "--record", str(rec)] + (["--stream"] if stream else [])
+    first = cli(fixtures, tmp_path / "live-out", *args)
+    lines = read_jsonl(rec)
+    assert len(lines) == len(plants) * 2  # one line per envelope, repeats included
+    assert sorted(l["id"] for l in lines) == sorted(list(plants) * 2)
+    for line in lines:
+        recorded = line["recorded"]
+        assert recorded["attempts"] >= 1 and recorded["elapsed_ms"] >= 0
+        assert len(line["attempt_log"]) == recorded["attempts"]
+        if "error" in recorded:
+            assert line["id"] == "rec-reset"
+            continue
+        assert isinstance(recorded["http_status"], int)
+        assert "set-cookie" not in recorded["headers"] and "authorization" not in recorded["headers"]
+        if stream and line["id"] in ("rec-ok", "rec-length", "rec-tool", "rec-cut"):
+            assert recorded["headers"]["content-type"].startswith("text/event-stream")
+        assert isinstance(recorded["body"], (dict, str))
+        if stream and recorded["http_status"] == 200:
+            assert recorded["ttft_ms"] <= recorded["elapsed_ms"]
+            assert isinstance(recorded["stream_complete"], bool)
+    assert {l["recorded"]["attempts"] for l in lines if l["id"] == "rec-503"} >= {2}
+
+    replayed = cli(fixtures, tmp_path / "replay-out", "--replay", str(rec))
+    assert replayed.report["run"]["mode"] == "replay"
+    assert first.report["run"]["mode"] == "live"
+    keys = ("id", "label", "channel", "attempts", "repeats", "ms", "ms_p95", "ttft_ms", "chars", "tokens", "model_id",
+            "finish_reason", "http_status", "reasons")
+    for a, b in zip(first.report["cases"], replayed.report["cases"]):
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+    assert first.report["summary"] == replayed.report["summary"]
+    assert first.code == replayed.code
+
+
+def test_recording_survives_a_lone_surrogate(tmp_path, srv):
+    raw = (b'{"id":"x","object":"chat.completion","model":"m","choices":[{"index":0,"message":'
+           b'{"role":"assistant","content":"Hello \\ud800 there"},"finish_reason":"stop"}]}')
+    srv.plant("surrogate", Behaviour.status(200, raw))
+    srv.plant("after", Behaviour.ok("Hello"))
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, srv.url, [case("surrogate"), case("after")], "--record", str(rec), "--concurrency", "1")
+    assert [l["id"] for l in read_jsonl(rec)] == ["surrogate", "after"]
+    assert run.case("after")["label"] == "right"
+    assert run.case("surrogate")["label"] == "right"
+
+
+# --------------------------------------------------------------------------- progress
+def test_progress_without_a_tty_is_one_line_per_tenth(tmp_path, srv):
+    keys = [f"prog-{i}" for i in range(50)]
+    run = live(tmp_path, srv.url, [case(k) for k in keys], "--repeats", "2", "--concurrency", "8")
+    assert run.code == 0
+    assert len(srv.all_requests) == 100
+    progress = [l for l in run.stderr.splitlines() if re.match(r"^\[\d+/100\] ", l)]
+    assert 1 <= len(progress) <= 11
+    assert progress[-1].startswith("[100/100] right=100 ")
+    assert len(run.stderr.splitlines()) <= 12  # nothing per request
+    assert "\r" not in run.stderr
+
+
+# --------------------------------------------------------------------------- interrupts
+def start_cli(tmp_path: Path, url: str, keys: list[str]) -> subprocess.Popen[str]:
+    fixtures = write_fixtures(tmp_path / "fixtures", [case(k) for k in keys])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.Popen(
+        [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--out", str(tmp_path / "out"),
+         "--base-url", url, "--model", "alias", "--concurrency", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    )
+
+
+def wait_for_requests(srv: FakeOpenAI, n: int, proc: subprocess.Popen[str], timeout: float = 15.0) -> float:
+    deadline = time.monotonic() + timeout
+    while len(srv.all_requests) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the CLI never reached the server"
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def test_first_interrupt_finishes_politely_and_is_inconclusive(tmp_path, srv):
+    hang_s = 3.0
+    keys = [f"int-{i}" for i in range(6)]
+    for key in keys:
+        srv.plant(key, Behaviour.hang(hang_s, content="Hello, late"))
+    proc = start_cli(tmp_path, srv.url, keys)
+    try:
+        started = wait_for_requests(srv, 2, proc)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    ended = time.monotonic() - started
+    assert proc.returncode == 3, (stdout, stderr)
+    # the two calls in flight finish (~3 s); the four never started would have taken 6 s more
+    assert ended < hang_s + 2.0
+    assert len(srv.all_requests) == 2
+    report = json.loads((tmp_path / "out" / "report.json").read_text("utf-8"))
+    assert report["verdict"] == "inconclusive"
+    assert any("interrupted" in b for b in report["blockers"])
+    labels = {c["id"]: c["label"] for c in report["cases"]}
+    finished = {r.key for r in srv.all_requests}
+    assert all(labels[k] == "right" for k in finished)
+    assert all(labels[k] == "drop" for k in set(keys) - finished)
+    assert "stopping" in stderr
+
+
+def test_second_interrupt_leaves_at_once(tmp_path, srv):
+    keys = [f"int2-{i}" for i in range(4)]
+    for key in keys:
+        srv.plant(key, Behaviour.hang(10.0))
+    proc = start_cli(tmp_path, srv.url, keys)
+    try:
+        wait_for_requests(srv, 2, proc)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert time.monotonic() - t0 < 2.0
+    assert "interrupted" in stderr

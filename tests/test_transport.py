@@ -1,0 +1,252 @@
+"""Pure unit tests of envelope_ci.transport's helpers: no sockets (test_live.py has those)."""
+from __future__ import annotations
+
+import email.utils
+import io
+import random
+import threading
+import time
+
+import pytest
+
+from envelope_ci.classify import classify
+from envelope_ci.model import Case, Envelope, RetryPolicy
+from envelope_ci.recordings import envelope_to_raw
+from envelope_ci.transport import (
+    Budget,
+    ClientSettings,
+    Progress,
+    Secrets,
+    Throttle,
+    backoff_s,
+    is_quota_exhausted,
+    request_body,
+    retry_after_s,
+    retry_verdict,
+    safe_headers,
+)
+
+NOW = 1_800_000_000.0
+
+
+def make_case(**kw) -> Case:
+    base = dict(id="c1", stratum=None, messages=({"role": "user", "content": "hi"},), file="f.yaml", line=1, digest="d")
+    base.update(kw)
+    return Case(**base)
+
+
+def http_date(ts: float) -> str:
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+# --------------------------------------------------------------------------- retry_after_s
+@pytest.mark.parametrize("headers, expected", [
+    ({"Retry-After": "1"}, 1.0),
+    ({"retry-after": "2.5"}, 2.5),
+    ({"RETRY-AFTER": " 3 "}, 3.0),
+    ({"retry-after-ms": "250"}, 0.25),
+    ({"Retry-After-Ms": "1500"}, 1.5),
+    ({"retry-after-ms": "400", "retry-after": "9"}, 0.4),  # ms wins, as openai-python does
+    ({"retry-after-ms": "soon", "retry-after": "2"}, 2.0),  # garbage ms falls back to seconds
+    ({"retry-after": "-1"}, 0.0),  # Azure sends -1: never a negative wait
+    ({}, None),
+    ({"x-ratelimit-reset-requests": "12ms"}, None),
+    ({"retry-after": "later, please"}, None),
+    ({"retry-after": ""}, None),
+])
+def test_retry_after_values(headers, expected):
+    assert retry_after_s(headers, now=NOW) == expected
+
+
+def test_retry_after_http_date():
+    assert retry_after_s({"Retry-After": http_date(NOW + 30)}, now=NOW) == pytest.approx(30.0)
+    assert retry_after_s({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=NOW) == 0.0  # in the past
+
+
+def test_retry_after_http_date_with_minus_zero_zone_is_gmt():
+    value = email.utils.formatdate(NOW + 12, usegmt=False).rsplit(" ", 1)[0] + " -0000"
+    assert retry_after_s({"Retry-After": value}, now=NOW) == pytest.approx(12.0)
+
+
+def test_retry_after_http_date_uses_the_clock_by_default():
+    wait = retry_after_s({"Retry-After": http_date(time.time() + 60)})
+    assert wait is not None and 58.0 <= wait <= 60.5
+
+
+# --------------------------------------------------------------------------- retry_verdict
+def verdict(env: Envelope, case: Case | None = None) -> tuple[bool, str]:
+    case = case or make_case(expect_fragment="Hello")
+    return retry_verdict(env, classify(env, case).label)
+
+
+def ok_body(content: str | None = "Hello", finish: str = "stop", **message) -> dict:
+    return {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": content, **message},
+                                        "finish_reason": finish}]}
+
+
+@pytest.mark.parametrize("env", [
+    Envelope(error="ConnectionRefusedError: [Errno 111] Connection refused"),
+    Envelope(error="ReadTimeout: no data within 1 s"),
+    Envelope(http_status=429, body={"error": {"code": "rate_limit_exceeded"}}),
+    Envelope(http_status=500, body={"error": {"message": "boom"}}),
+    Envelope(http_status=502, body="<html>bad gateway</html>"),
+    Envelope(http_status=503, body={"error": {"code": 503, "message": "Loading model"}}),
+    Envelope(http_status=504, body=""),
+    Envelope(http_status=408, body=""),
+    Envelope(http_status=200, body={"model": "m", "choices": []}),  # empty
+    Envelope(http_status=200, body=ok_body(None)),  # null content: empty
+    Envelope(http_status=200, body="<html>sign in</html>"),  # not JSON: empty
+    Envelope(http_status=200, body={"error": {"message": "mid-stream failure"}}),  # error in a 200
+], ids=["refused", "timeout", "429", "500", "502", "503", "504", "408", "choices-empty", "null-content", "html-200",
+        "error-200"])
+def test_transport_failures_are_retried(env):
+    assert verdict(env) == (True, "")
+
+
+@pytest.mark.parametrize("env, why", [
+    (Envelope(http_status=200, body=ok_body("Hello")), "never retried"),  # right
+    (Envelope(http_status=200, body=ok_body("Goodbye")), "never retried"),  # wrong
+    (Envelope(http_status=200, body=ok_body("Hel", "length")), "never retried"),  # truncated
+    (Envelope(http_status=200, body=ok_body(None, tool_calls=[{"type": "function", "function": {"name": "f", "arguments": "{}"}}])), "never retried"),
+    (Envelope(http_status=200, body=ok_body(None, refusal="I can't")), "never retried"),
+    (Envelope(http_status=400, body={"error": {"code": "context_length_exceeded"}}), "HTTP 400"),
+    (Envelope(http_status=401, body={"error": "Unauthorized"}), "HTTP 401"),
+    (Envelope(http_status=403, body=""), "HTTP 403"),
+    (Envelope(http_status=404, body=""), "HTTP 404"),
+    (Envelope(http_status=422, body=""), "HTTP 422"),
+    (Envelope(http_status=429, body={"error": {"type": "insufficient_quota", "code": None}}), "insufficient_quota"),
+    (Envelope(http_status=503, headers={"x-should-retry": "false"}, body=""), "x-should-retry"),
+    (Envelope(error="response larger than the cap of 1024 bytes: cut off"), "will not shrink"),
+], ids=["right", "wrong", "truncated", "tool-call", "refusal", "400", "401", "403", "404", "422", "quota",
+        "should-retry-false", "over-cap"])
+def test_answers_and_permanent_failures_are_not_retried(env, why):
+    retry, reason = verdict(env)
+    assert retry is False
+    assert why in reason
+
+
+def test_is_quota_exhausted():
+    assert is_quota_exhausted({"error": {"type": "insufficient_quota"}})
+    assert is_quota_exhausted('{"error": "insufficient_quota"}')
+    assert not is_quota_exhausted({"error": {"code": "rate_limit_exceeded"}})
+
+
+# --------------------------------------------------------------------------- backoff_s
+def test_backoff_bounds_grow_and_cap():
+    policy = RetryPolicy(base_delay_s=0.5, max_delay_s=8.0)
+    rng = random.Random(7)
+    for attempt, ceiling in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (5, 8.0), (6, 8.0), (20, 8.0)]:
+        waits = [backoff_s(attempt, policy, rng) for _ in range(300)]
+        assert min(waits) >= 0.75 * ceiling - 1e-9
+        assert max(waits) <= ceiling + 1e-9
+        assert max(waits) - min(waits) > 0.1 * ceiling  # jittered, not constant
+
+
+def test_backoff_is_reproducible_with_a_seed():
+    policy = RetryPolicy()
+    assert [backoff_s(2, policy, random.Random(3)) for _ in range(3)] == [backoff_s(2, policy, random.Random(3))] * 3
+
+
+# --------------------------------------------------------------------------- Secrets, headers
+def test_secrets_mask_every_occurrence_longest_first():
+    s = Secrets(["sk-abcdef", "sk-abcdef-longer", None, "", "abc"])  # short values are not masked (too common)
+    assert s.mask("key sk-abcdef-longer and sk-abcdef.") == "key *** and ***."
+    assert s.mask("abc stays") == "abc stays"
+
+
+def test_secrets_scrub_masks_nested_bodies_and_headers():
+    s = Secrets(["sk-SECRET-1234"])
+    body = {"error": {"message": "Incorrect API key provided: sk-SECRET-1234", "code": 401, "list": ["x sk-SECRET-1234"]}}
+    assert s.scrub(body) == {"error": {"message": "Incorrect API key provided: ***", "code": 401, "list": ["x ***"]}}
+    assert s.scrub("plain sk-SECRET-1234") == "plain ***"
+    assert s.scrub(None) is None
+    untouched = {"a": 1}
+    assert Secrets([]).scrub(untouched) is untouched
+
+
+def test_settings_repr_hides_the_key():
+    settings = ClientSettings(base_url="http://h/v1", model="m", api_key="sk-SECRET-1234", extra_headers={"api-key": "hdr-SECRET"})
+    assert "SECRET" not in repr(settings)
+
+
+def test_safe_headers_lowercases_and_drops_secrets():
+    got = safe_headers({"Content-Type": "application/json", "Set-Cookie": "s=1", "Authorization": "Bearer x",
+                        "api-key": "k", "X-Request-Id": "r"})
+    assert got == {"content-type": "application/json", "x-request-id": "r"}
+
+
+# --------------------------------------------------------------------------- request_body
+def test_request_body_plain():
+    case = make_case()
+    body = request_body(case, ClientSettings(base_url="http://h/v1", model="alias", temperature=0.3))
+    assert body == {"model": "alias", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.3}
+
+
+def test_request_body_streaming_asks_for_usage():
+    body = request_body(make_case(), ClientSettings(base_url="http://h/v1", model="m", stream=True))
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+def test_request_body_passes_case_options_through():
+    options = {"max_tokens": 64, "temperature": 0.7, "seed": 11, "stop": ["\n\n"], "response_format": {"type": "json_object"}}
+    body = request_body(make_case(request=options), ClientSettings(base_url="http://h/v1", model="m"))
+    for key, value in options.items():
+        assert body[key] == value
+    assert "stream" not in body and "stream_options" not in body
+
+
+# --------------------------------------------------------------------------- Budget, Throttle, Progress
+def test_budget_is_shared_and_bounded():
+    budget = Budget(3)
+    assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
+    assert Budget(0).take() is False
+
+
+def test_throttle_pauses_everyone_until_the_latest_deadline():
+    stop = threading.Event()
+    throttle = Throttle(stop)
+    throttle.pause(0.15)
+    throttle.pause(0.05)  # a shorter pause does not shorten the longer one
+    t0 = time.monotonic()
+    throttle.wait()
+    assert 0.14 <= time.monotonic() - t0 < 0.6
+
+
+def test_throttle_wait_returns_at_once_when_stopped():
+    stop = threading.Event()
+    throttle = Throttle(stop)
+    throttle.pause(30)
+    stop.set()
+    t0 = time.monotonic()
+    throttle.wait()
+    assert time.monotonic() - t0 < 0.2
+
+
+def test_progress_without_a_tty_prints_about_one_line_per_tenth():
+    stream = io.StringIO()
+    progress = Progress(200, stream=stream)
+    for i in range(200):
+        progress.tick("right" if i % 3 else "wrong")
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 10
+    assert lines[-1].startswith("[200/200] right=133 wrong=67")
+    assert "\r" not in stream.getvalue()
+
+
+def test_progress_quiet_prints_nothing():
+    stream = io.StringIO()
+    progress = Progress(5, stream=stream, quiet=True)
+    for _ in range(5):
+        progress.tick("right")
+    assert stream.getvalue() == "" and progress.done == 5
+
+
+# --------------------------------------------------------------------------- recordings shape
+def test_recorded_envelope_shape():
+    env = Envelope(http_status=200, elapsed_ms=12.5, ttft_ms=3.0, headers={"x": "1"}, body={"a": 1}, attempts=2,
+                   stream_complete=True)
+    assert envelope_to_raw(env) == {"http_status": 200, "headers": {"x": "1"}, "body": {"a": 1}, "elapsed_ms": 12.5,
+                                    "ttft_ms": 3.0, "stream_complete": True, "attempts": 2}
+    assert envelope_to_raw(Envelope(error="refused", elapsed_ms=1.0)) == {"error": "refused", "elapsed_ms": 1.0, "attempts": 1}
+

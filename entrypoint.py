@@ -214,24 +214,23 @@ class Secrets:
         out.flush()
 
     def scrub(self, text: str) -> str:
+        """`text` with every secret replaced by `***`."""
         for value in self.values:
             text = text.replace(value, "***")
         return text
 
 
 class _Tee(io.StringIO):
-    """Writes to a stream and keeps a copy (the harness's error messages go into the summary too)."""
+    """Writes through to a stream and keeps a copy (the harness's error messages go into the summary too)."""
 
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self.stream = stream
-        self.copy = io.StringIO()
 
     def write(self, text: str) -> int:
-        """Write through to the stream and keep a copy."""
+        """Write to the stream, and to the copy."""
         self.stream.write(text)
-        self.copy.write(text)
-        return len(text)
+        return super().write(text)
 
     def flush(self) -> None:
         """Flush the stream."""
@@ -268,15 +267,19 @@ def load_event(path: str | None) -> tuple[dict[str, Any], str | None]:
     return (data, None) if isinstance(data, dict) else ({}, f"the event payload {path} is not a JSON object")
 
 
-def pull_request_of(event: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The event's pull request with a usable number, or None (push, workflow_dispatch, issue_comment, …)."""
+def pull_request_of(event: Mapping[str, Any]) -> tuple[dict[str, Any], int] | None:
+    """The event's pull request and its number, or None (push, workflow_dispatch, issue_comment, …).
+
+    An issue_comment on a PR is deliberately not one: GITHUB_SHA is then the default
+    branch, so the run did not test the PR and must not report on it there.
+    """
     pr = event.get("pull_request")
     if not isinstance(pr, dict):
         return None
     number = pr.get("number", event.get("number"))
     if isinstance(number, bool) or not isinstance(number, int) or number < 1:
         return None
-    return pr
+    return pr, number
 
 
 # -- base branch pins ----------------------------------------------------------------------------
@@ -307,6 +310,7 @@ def _git(workspace: Path, *args: str) -> subprocess.CompletedProcess[bytes] | No
 
 
 def _git_text(proc: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """A successful git command's output as stripped text, else None."""
     if proc is None or proc.returncode != 0:
         return None
     return proc.stdout.decode("utf-8", "replace").strip()
@@ -427,6 +431,7 @@ def case_annotations(report: Mapping[str, Any], workdir: Path, workspace: Path) 
 
 
 def fmt_output(value: Any) -> str:
+    """A report value as an output string: "" for null, rates rounded to six places."""
     if value is None:
         return ""
     if isinstance(value, float):
@@ -435,6 +440,7 @@ def fmt_output(value: Any) -> str:
 
 
 def report_outputs(report: Mapping[str, Any] | None) -> dict[str, str]:
+    """The step outputs that come from report.json."""
     if report is None:
         return {}
     summary = report.get("summary") or {}
@@ -449,6 +455,7 @@ def report_outputs(report: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def run_link(env: Mapping[str, str]) -> str | None:
+    """The URL of this workflow run (its job summaries), when the runner says where it is."""
     server, repo, run_id = env.get("GITHUB_SERVER_URL"), env.get("GITHUB_REPOSITORY"), env.get("GITHUB_RUN_ID")
     if server and repo and run_id and re.fullmatch(r"\d+", run_id):
         attempt = env.get("GITHUB_RUN_ATTEMPT", "")
@@ -516,7 +523,7 @@ def run_harness(argv: Sequence[str], out: TextIO) -> tuple[int, str]:
         import traceback
 
         traceback.print_exc()
-        tee.copy.write(f"internal error: {type(exc).__name__}: {exc}\n")
+        tee.write(f"internal error: {type(exc).__name__}: {exc}\n")
         code = 70
     finally:
         sys.stdout.flush()
@@ -524,7 +531,7 @@ def run_harness(argv: Sequence[str], out: TextIO) -> tuple[int, str]:
         out.write(f"::{token}::\n")
         out.write("::endgroup::\n")
         out.flush()
-    return int(code), tee.copy.getvalue()
+    return int(code), tee.getvalue()
 
 
 def post_comment(
@@ -550,135 +557,159 @@ def post_comment(
     return result.url, None
 
 
-def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
-    """Everything but masking and exiting; returns the exit status and the outputs written."""
-    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
-    outputs: dict[str, str] = {name: "" for name in OUTPUT_NAMES}
+@dataclass(frozen=True)
+class Suite:
+    """Where one suite lives and where its reports go."""
 
-    def finish(code: int) -> Outcome:
-        outputs["exit-code"] = str(code)
-        return Outcome(code, outputs)
+    workspace: Path
+    workdir: Path
+    key: str  # the fixtures path relative to the workspace: comment marker, title, report folder
+    pins: str  # as given to the harness, relative to workdir
+    out_dir: Path
 
-    try:
-        inputs = read_inputs(env)
-    except InputError as exc:
-        out.write(error_annotation(None, None, "envelope-ci: bad input", str(exc)) + "\n")
-        return finish(EXIT_USAGE)
-    secrets = Secrets([inputs.github_token, env.get("EVAL_API_KEY", "")])
 
+def locate(inputs: Inputs, workspace: Path) -> Suite:
+    """Resolve the suite's paths; InputError when the working directory does not exist."""
     workdir = (workspace / inputs.working_directory).resolve()
     if not workdir.is_dir():
-        out.write(error_annotation(None, None, "envelope-ci: bad input", f"working-directory {inputs.working_directory!r} is not a directory under {workspace}") + "\n")
-        return finish(EXIT_USAGE)
-    os.chdir(workdir)
+        raise InputError(f"working-directory {inputs.working_directory!r} is not a directory under {workspace}")
+    key = relative_to(workdir / inputs.fixtures, workspace) or inputs.fixtures
+    pins = inputs.pins or (Path(inputs.fixtures) / PINS_NAME).as_posix()
+    return Suite(workspace, workdir, key, pins, workspace / OUT_ROOT / slug(key))
+
+
+def load_report(suite: Suite, code: int, base: BasePins | None) -> dict[str, Any] | None:
+    """report.json when the harness judged the run (exit 0, 1 or 3), with the base pins' failure reason added."""
+    path = suite.out_dir / "report.json"
+    if code not in (EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE) or not path.is_file():
+        return None
+    report: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    if base is not None and base.error and isinstance(report.get("base"), dict):
+        # The harness only knows "no file" (present: false); say why the base pins are
+        # unknown, in the files too. A stopgap until `run` can take the reason itself.
+        from envelope_ci.runner import write_reports
+
+        report["base"]["error"] = base.error
+        report.setdefault("notes", []).append(f"base branch pins unavailable: {base.error}")
+        write_reports(report, suite.out_dir)
+    return report
+
+
+def publish_comment(
+    inputs: Inputs,
+    env: Mapping[str, str],
+    pull: tuple[dict[str, Any], int] | None,
+    client: GitHubClient | None,
+    body: str,
+    key: str,
+    out: TextIO,
+) -> tuple[str, str | None]:
+    """Post or edit the sticky comment when asked and possible: (url or "", why it was not posted or None)."""
+    if not inputs.comment:
+        out.write("envelope-ci: comment: false — not commenting; the report is in the job summary.\n")
+        return "", None
+    if pull is None:
+        event = env.get("GITHUB_EVENT_NAME") or "run"
+        out.write(f"envelope-ci: no pull request in this {event} event — the report is in the job summary only.\n")
+        return "", None
+    pr, number = pull
+    url, why = post_comment(client, number, body, marker_for(key), pr, env.get("GITHUB_REPOSITORY", ""))
+    if why:
+        out.write(warning(f"envelope-ci could not post the PR comment: {why}. The full report is in the job summary.") + "\n")
+    else:
+        out.write(f"envelope-ci: PR comment {url}\n")
+    return url, why
+
+
+def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
+    """Everything but masking and exiting; returns the exit status and the outputs to write."""
+    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd()).resolve()
+    outputs: dict[str, str] = dict.fromkeys(OUTPUT_NAMES, "")
+    try:
+        inputs = read_inputs(env)
+        suite = locate(inputs, workspace)
+    except InputError as exc:
+        out.write(error_annotation(None, None, "envelope-ci: bad input", str(exc)) + "\n")
+        outputs["exit-code"] = str(EXIT_USAGE)
+        return Outcome(EXIT_USAGE, outputs)
+    secrets = Secrets([inputs.github_token, env.get("EVAL_API_KEY", "")])
+    os.chdir(suite.workdir)
 
     event, event_problem = load_event(env.get("GITHUB_EVENT_PATH"))
     if event_problem:
         out.write(warning(event_problem) + "\n")
-    pr = pull_request_of(event)
-    repo = env.get("GITHUB_REPOSITORY", "")
+    pull = pull_request_of(event)
     client: GitHubClient | None = None
-    if inputs.github_token and repo:
+    if inputs.github_token and env.get("GITHUB_REPOSITORY"):
         try:
-            client = GitHubClient(env.get("GITHUB_API_URL") or "https://api.github.com", repo, inputs.github_token)
+            client = GitHubClient(env.get("GITHUB_API_URL") or "https://api.github.com", env["GITHUB_REPOSITORY"], inputs.github_token)
         except ValueError as exc:
             out.write(warning(f"cannot talk to the GitHub API: {exc}") + "\n")
 
-    fixtures_abs = (workdir / inputs.fixtures).resolve()
-    key = relative_to(fixtures_abs, workspace) or inputs.fixtures
-    pins = inputs.pins or (Path(inputs.fixtures) / PINS_NAME).as_posix()
-    pins_abs = (workdir / pins).resolve()
-    out_dir = workspace / OUT_ROOT / slug(key)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    suite.out_dir.mkdir(parents=True, exist_ok=True)
     for name in ("report.json", "report.md", "junit.xml", "comment.md", "base-pins.json"):
         with contextlib.suppress(FileNotFoundError):
-            (out_dir / name).unlink()
+            (suite.out_dir / name).unlink()
 
-    # The base branch's pins (pull requests only), for the comment's pin diff.
+    # The base branch's pins (pull requests only), for the comment's pin diff. When they
+    # are absent (a first PR) or unknown, the missing file tells the harness "present: false".
     base: BasePins | None = None
     base_file: Path | None = None
-    if pr is not None:
-        base = fetch_base_pins(workspace, pins_abs, env.get("GITHUB_SHA", ""), pr, client)
-        base_file = out_dir / "base-pins.json"
+    if pull is not None:
+        base = fetch_base_pins(workspace, suite.workdir / suite.pins, env.get("GITHUB_SHA", ""), pull[0], client)
+        base_file = suite.out_dir / "base-pins.json"
         if base.text is not None:
             base_file.write_text(base.text, "utf-8")
-        # Absent (first PR) or unknown: a missing file tells the harness "present: false";
-        # an error is added to the report below.
         if base.error:
             out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
 
-    code, stderr = run_harness(harness_argv(inputs, pins, out_dir, base_file), out)
-    report_json = out_dir / "report.json"
-    report: dict[str, Any] | None = None
-    if code in (EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE) and report_json.is_file():
-        report = json.loads(report_json.read_text("utf-8"))
-        if base is not None and base.error and isinstance(report.get("base"), dict):
-            # The harness only knows "file missing"; say why the base pins are unknown.
-            # (Stopgap until `run` takes the reason itself, see the report of issue #4.)
-            from envelope_ci.runner import write_reports
+    code, stderr = run_harness(harness_argv(inputs, suite.pins, suite.out_dir, base_file), out)
+    report = load_report(suite, code, base)
 
-            report["base"]["error"] = base.error
-            report.setdefault("notes", []).append(f"base branch pins unavailable: {base.error}")
-            write_reports(report, out_dir)
-
-    title = key
     if report is not None:
-        tail = footer(env, pr, base)
+        tail = footer(env, pull[0] if pull else None, base)
         # The footer (commit, run link, base pins' origin) is kept whole; the report fits around it.
-        body = fit_comment(lambda detail: secrets.scrub(_render(report, detail, title)), limit=COMMENT_LIMIT - len(tail)) + tail
-        summary_md = secrets.scrub(_render(report, "full", title)) + tail
+        body = fit_comment(lambda detail: secrets.scrub(_render(report, detail, suite.key)), limit=COMMENT_LIMIT - len(tail)) + tail
+        summary_md = secrets.scrub(_render(report, "full", suite.key)) + tail
     else:
-        body = secrets.scrub(error_markdown(title, code, stderr)) + footer(env, pr, None)
-        summary_md = body
-    (out_dir / "comment.md").write_text(body, "utf-8")
+        body = summary_md = secrets.scrub(error_markdown(suite.key, code, stderr)) + footer(env, pull[0] if pull else None, None)
+    (suite.out_dir / "comment.md").write_text(body, "utf-8")
 
-    # The sticky comment.
-    comment_note: str | None = None
-    if not inputs.comment:
-        out.write("envelope-ci: comment: false — not commenting; the report is in the job summary.\n")
-    elif pr is None:
-        out.write(f"envelope-ci: no pull request in this {env.get('GITHUB_EVENT_NAME') or 'run'} event — the report is in the job summary only.\n")
-    else:
-        url, why = post_comment(client, int(pr.get("number", event.get("number"))), body, marker_for(key), pr, repo)
-        outputs["comment-url"] = url
-        if why:
-            comment_note = secrets.scrub(why)
-            out.write(warning(f"envelope-ci could not post the PR comment: {comment_note}. The full report is in the job summary.") + "\n")
-        else:
-            out.write(f"envelope-ci: PR comment {url}\n")
-
-    summary_path = env.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        if comment_note:
-            summary_md = f"> **The PR comment was not posted:** {inline(comment_note, 1000)}\n\n" + summary_md
-        append_summary(summary_path, summary_md)
+    outputs["comment-url"], not_posted = publish_comment(inputs, env, pull, client, body, suite.key, out)
+    if env.get("GITHUB_STEP_SUMMARY"):
+        if not_posted:
+            summary_md = f"> **The PR comment was not posted:** {inline(not_posted, 1000)}\n\n" + summary_md
+        append_summary(env["GITHUB_STEP_SUMMARY"], summary_md)
 
     if report is not None:
-        out.writelines(line + "\n" for line in case_annotations(report, workdir, workspace))
+        out.writelines(line + "\n" for line in case_annotations(report, suite.workdir, workspace))
         outputs.update(report_outputs(report))
         if report.get("verdict") == "inconclusive":
             out.write(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary.") + "\n")
     elif code != EXIT_PASS:
         first = next((ln for ln in stderr.splitlines() if ln.strip()), f"envelope-ci exited {code}")
-        out.write(error_annotation(None, None, "envelope-ci: bad input" if code == EXIT_USAGE else "envelope-ci failed", secrets.scrub(first)) + "\n")
-    for name, path in (("report-json", report_json), ("report-markdown", out_dir / "report.md")):
+        title = "envelope-ci: bad input" if code == EXIT_USAGE else "envelope-ci failed"
+        out.write(error_annotation(None, None, title, secrets.scrub(first)) + "\n")
+    for name, path in (("report-json", suite.out_dir / "report.json"), ("report-markdown", suite.out_dir / "report.md")):
         if path.is_file():
             outputs[name] = relative_to(path, workspace) or str(path)
+    outputs["exit-code"] = str(code)
 
-    result = finish(code)
     if code == EXIT_INCONCLUSIVE and not inputs.fail_on_inconclusive:
         out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — the step passes (output exit-code is 3).\n")
-        result.exit_code = EXIT_PASS
-    return result
+        return Outcome(EXIT_PASS, outputs)
+    return Outcome(code, outputs)
 
 
 def _render(report: Mapping[str, Any], detail: str, title: str) -> str:
+    """The report as Markdown at one detail level (see envelope_ci.github.DETAIL_LEVELS)."""
     from envelope_ci.render.markdown import render_markdown
 
     return render_markdown(report, detail, title=title)
 
 
 def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    """Run the action for `env` (default os.environ), printing workflow commands to `out`; the exit status."""
     env = dict(os.environ if env is None else env)
     out = out or sys.stdout
     # First, before anything else is printed: hide the secrets in the log.

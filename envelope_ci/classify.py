@@ -198,8 +198,10 @@ def _label(envelope: Envelope, case: Case, check_schema: SchemaCheck | None) -> 
     status = envelope.http_status
     body = envelope.body
     if status != 200:
-        why = "transient" if status in TRANSIENT_STATUSES or status >= 500 else "request rejected"
         message = error_message(body)
+        # A 429 whose quota is gone is not transient: waiting will not help (openai-envelopes.md §4).
+        quota = status == 429 and "insufficient_quota" in (message or "")
+        why = "transient" if (status in TRANSIENT_STATUSES or status >= 500) and not quota else "request rejected"
         return Label.DROP, [f"HTTP {status} ({why})" + (f": {message}" if message else "")], None
     if not isinstance(body, dict):
         snippet = error_message(body) or "empty body"

@@ -550,22 +550,24 @@ _DETAILS_CLOSE = re.compile(r"</details\s*>", re.IGNORECASE)
 
 def _trim_markdown(text: str, budget: int, measure: Callable[[str], int], note: Callable[[int], str]) -> str:
     """Cut Markdown at a line boundary to fit `budget`, closing an open fence and <details>, then a note."""
-    best = note(measure(text))
+    # Linear in the text: a 1 MiB summary has tens of thousands of lines, so nothing here
+    # may re-measure or re-join the whole text per line.
+    total = measure(text)
+    lines = text.splitlines(keepends=True)
+    best_lines, best_tail = 0, note(total)
     size = 0
     fence: tuple[str, int] | None = None  # (character, length) of the open fence
     details = 0
-    kept: list[str] = []
-    for line in text.splitlines(keepends=True):
+    for count, line in enumerate(lines, 1):
         size += measure(line)
         if size > budget:
             break
-        kept.append(line)
         fence, details = _block_state(line.rstrip("\r\n"), fence, details)
         closers = (fence[0] * fence[1] + "\n" if fence else "") + "</details>\n" * details
-        tail = closers + "\n" + note(measure(text) - size) + "\n"
+        tail = closers + "\n" + note(total - size) + "\n"
         if size + measure(tail) <= budget:
-            best = "".join(kept) + tail
-    return best
+            best_lines, best_tail = count, tail
+    return "".join(lines[:best_lines]) + best_tail
 
 
 def _block_state(line: str, fence: tuple[str, int] | None, details: int) -> tuple[tuple[str, int] | None, int]:

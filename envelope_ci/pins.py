@@ -10,6 +10,7 @@ import jsonschema
 
 from .canonical import canonical_json
 from .errors import Problem, UsageError
+from .fixtures import read_text
 from .model import Channel, Fingerprint, Label, Lane, Pin, Pins
 
 PINS_FORMAT = "envelope-ci/pins"
@@ -117,7 +118,7 @@ def read_pins(path: Path) -> Pins | None:
     """The pins at ``path``, or None when there are none yet."""
     if not path.is_file():
         return None
-    return parse_pins(path.read_text("utf-8"), path.as_posix())
+    return parse_pins(read_text(path, path.as_posix()), path.as_posix())
 
 
 def render_pins(pins: Pins) -> str:

@@ -360,7 +360,7 @@ def call_with_retries(
         if not retry:
             return replace(env, attempts=attempt), log
         wanted = retry_after_s(env.headers)
-        if False:
+        if wanted is not None and wanted > policy.max_retry_after_s:
             entry["gave_up"] = f"server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s"
             return replace(env, attempts=attempt), log
         if attempt >= policy.max_attempts or stop.is_set():
@@ -411,6 +411,7 @@ def run_live(
     results: dict[tuple[int, int], Envelope] = {}
     next_job = iter(jobs)
     job_lock = threading.Lock()
+    done_lock = threading.Lock()  # results and recording lines in the same (finishing) order
     throttle = Throttle(stop)
     budget = Budget(policy.run_budget)
     writer = RecordingWriter(record) if record else None
@@ -426,9 +427,10 @@ def run_live(
                     return
                 case = cases[job[0]]
                 env, log = call_with_retries(client, case, policy, budget, throttle, stop, rng)
-                results[job] = env
-                if writer:
-                    writer.write(case.id, env, log)
+                with done_lock:
+                    results[job] = env
+                    if writer:
+                        writer.write(case.id, env, log)
                 if progress:
                     progress.tick(log[-1]["label"])
         finally:
@@ -447,8 +449,11 @@ def run_live(
     if writer:
         writer.close()
     outcome = LiveOutcome({c.id: [] for c in cases}, interrupted=stop.is_set())
-    for (i, r) in sorted(results):
-        outcome.envelopes[cases[i].id].append(results[(i, r)])
+    # A case's repeats in the order they finished, as the recording lists them, so --replay sees the same run.
+    with done_lock:
+        finished = list(results.items())
+    for (i, _), env in finished:
+        outcome.envelopes[cases[i].id].append(env)
     missing = [c.id for c in cases if not outcome.envelopes[c.id]]
     for cid in missing:
         outcome.envelopes[cid] = [Envelope(error="not run: the run was interrupted before this case finished")]

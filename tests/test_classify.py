@@ -99,7 +99,7 @@ def test_transient_status_set():
         (401, "unauthorized", ["HTTP 401", "request rejected", "Unauthorized"]),
         (400, "vllm_flat", ["HTTP 400", "max_tokens must be at least 1, got -186.", "BadRequestError"]),
         (404, "ollama_not_found", ["HTTP 404", 'model "gemma3:12b" not found']),
-        (429, "quota", ["HTTP 429", "You exceeded your current quota", "insufficient_quota"]),
+        (429, "quota", ["HTTP 429 (request rejected)", "You exceeded your current quota", "insufficient_quota"]),
     ],
 )
 def test_rejected_requests_are_drops_with_status_and_server_message(status, key, needles):

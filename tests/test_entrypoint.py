@@ -413,41 +413,54 @@ def test_five_thousand_cases_fit_the_comment_limit(tmp_path: Path, stub: GitHubS
     assert more is not None and int(more.group(1)) == sum(1 for i in range(5000) if i % 2 and i % 3 != 2) - 10
 
 
-def test_model_text_renders_harmlessly(tmp_path: Path, stub: GitHubStub) -> None:
-    nasty = (
-        "@octocat look | here | ```\n```\n</details><!-- envelope-ci:evals --> "
-        "[ok](https://evil.example) #1 \u202eevil"
-    )
+NASTY = "@octocat look | here | ```\n```\n</details><!-- envelope-ci:evals --> [ok](https://evil.example) #1 \u202eevil"
+
+
+def _nasty_comment(tmp_path: Path, stub: GitHubStub) -> str:
+    """The comment for a PR whose model answers carry a mention, pipes, fences, HTML and a bidi override."""
     repo = make_pr_repo(tmp_path, head=lambda wd: write_replay(wd, {
-        "no-invented-tracking": envelope(nasty, 388.2),
-        "order-status-json": envelope('{"order_id": "NW-104233", "status": "shipped", "eta_days": 2, "x": "@octocat | ```"}', 412.0),
+        "no-invented-tracking": envelope(NASTY, 388.2),
+        "order-status-json": envelope('{"x": "@octocat | ```", "order_id": "NW-104233", "status": "shipped", "eta_days": 2}', 412.0),
     }))
     run = run_action(repo, stub, inputs={"replay": "recordings/pr.jsonl"})
     assert run.code == 1
+    assert run.outputs["regressions"] == "2"
     [comment] = stub.comments(PR)
-    body = comment["body"]
+    return str(comment["body"])
+
+
+def test_model_text_renders_harmlessly(tmp_path: Path, stub: GitHubStub) -> None:
+    body = _nasty_comment(tmp_path, stub)
     assert "@octocat" not in body and f"@{ZWJ}octocat" in body
     assert body.count(MARKER) == 1 and body.startswith(MARKER)
     assert "\u202e" not in body
-    assert "</details><!--" not in body
+    assert "</details><!--" not in body and "<!-- envelope-ci:evals -->" not in body[len(MARKER):]
     rows = [line for line in body.splitlines() if line.startswith(("| no-invented-tracking ", "| order-status-json "))]
-    # Each answer stays inside its row: the pipes are escaped, no line starts a fence.
-    assert rows and all(r"\|" in line for line in rows if "octocat" in line)
-    assert not any(line.lstrip().startswith("```") and "envelope-ci run" not in line for line in body.splitlines()
-                   if not line.startswith("```sh"))
+    # Each answer stays inside its row: pipes escaped, no line of it can open or close a fence.
+    assert len([r for r in rows if "octocat" in r]) == 2
+    assert all(r"\|" in line and r"\`\`\`" in line for line in rows if "octocat" in line)
+    assert not any(line.lstrip().startswith(("```", "~~~")) for line in body.splitlines())
+
+
+def test_model_text_renders_harmlessly_in_gfm(tmp_path: Path, stub: GitHubStub) -> None:
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options  # type: ignore[import-untyped]
 
+    body = _nasty_comment(tmp_path, stub)
+    # UNSAFE keeps raw HTML, so anything that got through would show; GitHub sanitises after.
     rendered = str(cmarkgfm.github_flavored_markdown_to_html(body, options=Options.CMARK_OPT_UNSAFE))
-    assert "<pre" not in rendered  # no stray code block opened by the answer
+    assert "<pre" not in rendered  # no code block opened by an answer
+    assert "<details" not in rendered
     # The only link is the footer's, to the run; the answer's "[ok](https://evil.example)" is text.
     assert re.findall(r'href="([^"]*)"', rendered) == ["https://github.com/octo-org/widgets/actions/runs/4242"]
     table = re.search(r"<h3>Not stable \(\d+\)</h3>\s*<table>(.*?)</table>", rendered, re.DOTALL)
     assert table is not None
-    for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.DOTALL)[1:]:
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.DOTALL)[1:]
+    assert len(rows) == 4  # two regressions, two known failures: no row split or swallowed
+    for row in rows:
         assert len(re.findall(r"<td", row)) == 7, row
-    assert "<details" not in rendered.split("<h3>Channels")[0].replace("&lt;", "")
     assert "@octocat" not in html.unescape(rendered)
+    assert rendered.count("<!--") == 1  # the forged marker is visible text, not a comment
 
 
 def test_secrets_appear_nowhere(tmp_path: Path, stub: GitHubStub) -> None:

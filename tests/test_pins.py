@@ -410,3 +410,10 @@ def test_ci_set_with_monkeypatch_reaches_the_cli(tmp_path, clean_env, capsys):
     clean_env.delenv("GITHUB_ACTIONS")
     code = main(["run", str(suite), "--out", str(tmp_path / "out"), "--lane", "adjudication", "--write-pins"])
     assert code == 0 and (suite / "envelope-pins.json").is_file()
+
+
+def test_non_utf8_pins_file_is_bad_input(tmp_path):
+    suite = make_suite(tmp_path, [{"id": "x", "prompt": "p", "completion": "ok"}], files={"envelope-pins.json": b"\xff\xfe{}"})
+    result = run_cli(["run", suite, "--out", tmp_path / "out"])
+    assert result.code == 2 and "Traceback" not in result.err
+    assert result.err_lines == [f"error: {(suite / 'envelope-pins.json').as_posix()}:1: not UTF-8 text (byte 0xff at offset 0)"]

@@ -27,11 +27,13 @@ import os
 import re
 import subprocess
 import sys
+import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+from xml.sax.saxutils import escape as xml_escape
 
 # `python entrypoint.py` from a checkout works without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -214,21 +216,33 @@ class Secrets:
         out.flush()
 
     def scrub(self, text: str) -> str:
-        """`text` with every secret replaced by `***`."""
+        """`text` with every secret replaced by `***` (also in its JSON-escaped and XML-escaped forms)."""
         for value in self.values:
-            text = text.replace(value, "***")
+            for form in dict.fromkeys((value, json.dumps(value, ensure_ascii=False)[1:-1], xml_escape(value))):
+                text = text.replace(form, "***")
         return text
+
+    def scrub_files(self, paths: Sequence[Path]) -> None:
+        """Rewrite the files that contain a secret (an endpoint that echoes the key) without it."""
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                text = path.read_text("utf-8")
+                clean_text = self.scrub(text)
+                if clean_text != text:
+                    path.write_text(clean_text, "utf-8")
 
 
 class _Tee(io.StringIO):
-    """Writes through to a stream and keeps a copy (the harness's error messages go into the summary too)."""
+    """Writes through to a stream, secrets scrubbed, and keeps a copy (error messages go into the summary too)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, scrub: Callable[[str], str]) -> None:
         super().__init__()
         self.stream = stream
+        self.scrub = scrub
 
     def write(self, text: str) -> int:
         """Write to the stream, and to the copy."""
+        text = self.scrub(text)
         self.stream.write(text)
         return super().write(text)
 
@@ -295,18 +309,31 @@ class BasePins:
     origin: str = ""  # human-readable: where the text (or the absence) came from
 
 
-def _git(workspace: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
-    """Run git in the workspace (trusted explicitly: the container runs as root), or None without git."""
-    try:
-        return subprocess.run(
-            ["git", "-c", f"safe.directory={workspace}", "-C", str(workspace), *args],
-            capture_output=True,
-            timeout=_GIT_TIMEOUT_S,
-            check=False,
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+Git = Callable[..., "subprocess.CompletedProcess[bytes] | None"]
+
+
+def git_in(directory: Path, trusted: Sequence[Path]) -> Git:
+    """A git runner for `directory`, or one that gives None when git is missing or hangs.
+
+    The container runs as root while the checkout belongs to the runner's user, so git
+    (>= 2.35.2) refuses it as "dubious ownership" unless told to trust it; only system,
+    global or command-line config counts, hence `-c safe.directory=…` on each call.
+    """
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes] | None:
+        trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
+        try:
+            return subprocess.run(
+                ["git", *trust, "-C", str(directory), *args],
+                capture_output=True,
+                timeout=_GIT_TIMEOUT_S,
+                check=False,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    return run
 
 
 def _git_text(proc: subprocess.CompletedProcess[bytes] | None) -> str | None:
@@ -316,15 +343,11 @@ def _git_text(proc: subprocess.CompletedProcess[bytes] | None) -> str | None:
     return proc.stdout.decode("utf-8", "replace").strip()
 
 
-def repo_root(workspace: Path) -> Path:
-    """The git work tree's top (actions/checkout's `path:` may put it below the workspace)."""
-    top = _git_text(_git(workspace, "rev-parse", "--show-toplevel"))
-    return Path(top) if top else workspace
-
-
-def base_pins_from_git(workspace: Path, sha: str, path: str) -> BasePins | str:
+def base_pins_from_git(git: Git, sha: str, path: str) -> BasePins | str:
     """The pins at the test-merge commit's first parent; a str says why git could not tell."""
-    line = _git_text(_git(workspace, "rev-list", "--parents", "-n", "1", sha, "--"))
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        return f"GITHUB_SHA is not a commit id: {sha[:80]!r}"
+    line = _git_text(git("rev-list", "--parents", "-n", "1", sha, "--"))
     if line is None:
         return f"git has no commit {sha[:12]} here (no .git directory, or git is missing)"
     parents = line.split()[1:]
@@ -334,13 +357,13 @@ def base_pins_from_git(workspace: Path, sha: str, path: str) -> BasePins | str:
         why = "has no parents in this clone (fetch-depth: 1)" if not parents else "is not a two-parent test-merge commit"
         return f"commit {sha[:12]} {why}"
     base = parents[0]
-    shown = _git(workspace, "show", f"{base}:{path}")
+    shown = git("show", f"{base}:{path}")
     if shown is not None and shown.returncode == 0:
         try:
             return BasePins(text=shown.stdout.decode("utf-8"), origin=f"git show {base[:12]}:{path} (test merge's first parent)")
         except UnicodeDecodeError:
             return BasePins(error=f"{path} at {base[:12]} is not UTF-8 text", origin="git")
-    exists = _git(workspace, "cat-file", "-e", f"{base}^{{commit}}")
+    exists = git("cat-file", "-e", f"{base}^{{commit}}")
     if exists is not None and exists.returncode == 0:
         return BasePins(absent=True, origin=f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
     return f"the base commit {base[:12]} is not in this clone"
@@ -363,23 +386,25 @@ def base_pins_from_api(client: GitHubClient | None, base_sha: str | None, path: 
 
 
 def fetch_base_pins(
-    workspace: Path, pins_abs: Path, sha: str, pr: Mapping[str, Any], client: GitHubClient | None
+    workspace: Path, workdir: Path, pins_abs: Path, sha: str, pr: Mapping[str, Any], client: GitHubClient | None
 ) -> BasePins:
     """Base pins via `git show <sha>^1:<path>`, else the REST contents API, else an error saying both reasons."""
-    root = repo_root(workspace)
-    path = relative_to(pins_abs, root)
+    git = git_in(workdir, (workspace, workdir))
+    # The repository may sit below the workspace (actions/checkout's `path:`).
+    top = _git_text(git("rev-parse", "--show-toplevel"))
+    path = relative_to(pins_abs, Path(top) if top else workspace)
     if path is None:
-        return BasePins(error=f"the pins file {pins_abs} is outside the repository", origin="")
-    git = base_pins_from_git(workspace, sha, path) if sha else "GITHUB_SHA is not set"
-    if isinstance(git, BasePins):
-        return git
+        return BasePins(error=f"the pins file {pins_abs} is outside the repository")
+    from_git = base_pins_from_git(git, sha, path) if sha else "GITHUB_SHA is not set"
+    if isinstance(from_git, BasePins):
+        return from_git
     base = pr.get("base")
     base_sha = base.get("sha") if isinstance(base, dict) else None
     api = base_pins_from_api(client, base_sha if isinstance(base_sha, str) else None, path)
     if isinstance(api, BasePins):
-        api.origin += f" — git could not: {git}"
+        api.origin += f" — git could not: {from_git}"
         return api
-    return BasePins(error=f"git: {git}; API: {api}", origin="")
+    return BasePins(error=f"git: {from_git}; API: {api}")
 
 
 # -- report -> comment, summary, annotations, outputs --------------------------------------------
@@ -505,33 +530,32 @@ class Outcome:
     outputs: dict[str, str] = field(default_factory=dict)
 
 
-def run_harness(argv: Sequence[str], out: TextIO) -> tuple[int, str]:
+def run_harness(argv: Sequence[str], out: TextIO, secrets: Secrets) -> tuple[int, str]:
     """`envelope_ci.cli.main(argv)` in-process, its output shown with workflow commands off; (exit, stderr)."""
     from envelope_ci.cli import main as cli_main
 
     # The harness prints fixture text and model output: a line of it starting with `::`
-    # must not be taken for a workflow command.
+    # must not be taken for a workflow command, and an endpoint that echoes the key must
+    # not get it into the log (the runner masks it too, but only on a runner).
     token = f"envelope-ci-{uuid.uuid4().hex}"
     out.write("::group::envelope-ci run\n")
     out.write(f"::stop-commands::{token}\n")
     out.flush()
-    tee = _Tee(sys.stderr)
+    stdout, stderr = _Tee(out, secrets.scrub), _Tee(sys.stderr, secrets.scrub)
     try:
-        with contextlib.redirect_stderr(tee):
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
             code = cli_main(list(argv))
     except Exception as exc:  # noqa: BLE001 - a crash still gets a summary and outputs
-        import traceback
-
-        traceback.print_exc()
-        tee.write(f"internal error: {type(exc).__name__}: {exc}\n")
+        stderr.write(secrets.scrub(traceback.format_exc()))
+        stderr.write(f"internal error: {type(exc).__name__}: {exc}\n")
         code = 70
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        stdout.flush()
+        stderr.flush()
         out.write(f"::{token}::\n")
         out.write("::endgroup::\n")
         out.flush()
-    return int(code), tee.getvalue()
+    return int(code), stderr.getvalue()
 
 
 def post_comment(
@@ -541,7 +565,12 @@ def post_comment(
     if client is None:
         return "", "no github-token was given"
     try:
-        result = client.upsert_comment(number, body, marker)
+        # A personal access token posts as its user; GITHUB_TOKEN (not a user) as github-actions[bot].
+        author = client.viewer_login()
+    except GitHubError:
+        author = None
+    try:
+        result = client.upsert_comment(number, body, marker, author=author)
     except GitHubError as exc:
         why = str(exc)
         head_repo = ((pr.get("head") or {}).get("repo") or {}).get("full_name") if isinstance(pr.get("head"), dict) else None
@@ -561,7 +590,6 @@ def post_comment(
 class Suite:
     """Where one suite lives and where its reports go."""
 
-    workspace: Path
     workdir: Path
     key: str  # the fixtures path relative to the workspace: comment marker, title, report folder
     pins: str  # as given to the harness, relative to workdir
@@ -575,7 +603,7 @@ def locate(inputs: Inputs, workspace: Path) -> Suite:
         raise InputError(f"working-directory {inputs.working_directory!r} is not a directory under {workspace}")
     key = relative_to(workdir / inputs.fixtures, workspace) or inputs.fixtures
     pins = inputs.pins or (Path(inputs.fixtures) / PINS_NAME).as_posix()
-    return Suite(workspace, workdir, key, pins, workspace / OUT_ROOT / slug(key))
+    return Suite(workdir, key, pins, workspace / OUT_ROOT / slug(key))
 
 
 def load_report(suite: Suite, code: int, base: BasePins | None) -> dict[str, Any] | None:
@@ -656,14 +684,15 @@ def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
     base: BasePins | None = None
     base_file: Path | None = None
     if pull is not None:
-        base = fetch_base_pins(workspace, suite.workdir / suite.pins, env.get("GITHUB_SHA", ""), pull[0], client)
+        base = fetch_base_pins(workspace, suite.workdir, suite.workdir / suite.pins, env.get("GITHUB_SHA", ""), pull[0], client)
         base_file = suite.out_dir / "base-pins.json"
         if base.text is not None:
             base_file.write_text(base.text, "utf-8")
         if base.error:
             out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
 
-    code, stderr = run_harness(harness_argv(inputs, suite.pins, suite.out_dir, base_file), out)
+    code, stderr = run_harness(harness_argv(inputs, suite.pins, suite.out_dir, base_file), out, secrets)
+    secrets.scrub_files([suite.out_dir / name for name in ("report.json", "report.md", "junit.xml")])
     report = load_report(suite, code, base)
 
     if report is not None:
@@ -687,9 +716,9 @@ def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
         if report.get("verdict") == "inconclusive":
             out.write(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary.") + "\n")
     elif code != EXIT_PASS:
-        first = next((ln for ln in stderr.splitlines() if ln.strip()), f"envelope-ci exited {code}")
+        said = [ln for ln in stderr.splitlines() if ln.strip()][:10] or [f"envelope-ci exited {code}"]
         title = "envelope-ci: bad input" if code == EXIT_USAGE else "envelope-ci failed"
-        out.write(error_annotation(None, None, title, secrets.scrub(first)) + "\n")
+        out.write(error_annotation(None, None, title, "\n".join(said)) + "\n")
     for name, path in (("report-json", suite.out_dir / "report.json"), ("report-markdown", suite.out_dir / "report.md")):
         if path.is_file():
             outputs[name] = relative_to(path, workspace) or str(path)

@@ -39,7 +39,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import requests
 

@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)")
     hash_cmd.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path)
     hash_cmd.add_argument("--pins", type=Path, help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
+    hash_cmd.add_argument("--replay", type=Path, help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
 
     sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors)")
     return parser
@@ -139,9 +140,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
-    pins = (args.pins or args.fixtures / PINS_NAME).resolve()
-    load_cases(args.fixtures, {pins})  # a hash of a broken suite is no use: validate first
-    print(fixtures_hash(args.fixtures, {pins}))
+    excluded = {(args.pins or args.fixtures / PINS_NAME).resolve()}
+    if args.replay:
+        excluded.add(args.replay.resolve())
+    load_cases(args.fixtures, excluded)  # a hash of a broken suite is no use: validate first
+    print(fixtures_hash(args.fixtures, excluded))
     return int(ExitCode.PASS)
 
 
@@ -165,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except OSError as exc:  # an unwritable --out, a --pins that is a directory, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:  # a second Ctrl-C: leave at once
         print("envelope-ci: interrupted", file=sys.stderr)

@@ -8,10 +8,9 @@ import re
 from typing import Any, Mapping
 
 import jsonschema
-import yaml
 
 from .errors import Problem, UsageError
-from .fixtures import CONFIG_NAMES, read_text
+from .fixtures import CONFIG_NAMES, parse_yaml, read_text, unknown_key_problems
 from .model import Lane, RetryPolicy, Thresholds
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
@@ -72,14 +71,23 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
     if path is None:
         return FileConfig(Thresholds(), {}, None)
     shown = path.as_posix()
-    try:
-        data = yaml.safe_load(read_text(path, shown)) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc}")]) from None
-    errors = list(jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(data))
-    if errors:
-        raise UsageError([Problem(shown, None, ".".join(map(str, e.absolute_path)) or None, e.message) for e in errors])
+    raws = parse_yaml(read_text(path, shown), shown)
+    if not raws:
+        return FileConfig(Thresholds(), {}, path)
+    if len(raws) != 1 or not isinstance(raws[0].data, dict):
+        raise UsageError([Problem(shown, 1, None, "expected a mapping of settings")])
+    raw = raws[0]
+    problems: list[Problem] = []
+    for error in jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(raw.data):
+        if error.validator == "additionalProperties":
+            problems += unknown_key_problems(raw, error)
+            continue
+        top = str(error.absolute_path[0]) if error.absolute_path else None
+        where = ".".join(map(str, error.absolute_path)) or None
+        problems.append(Problem(shown, raw.key_lines.get(top, raw.line) if top else raw.line, where, error.message))
+    if problems:
+        raise UsageError(problems)
+    data = raw.data
     known = {f.name for f in fields(Thresholds)}
     thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
     headers = {k: expand_env(v, os.environ) for k, v in data.get("headers", {}).items()}

@@ -20,6 +20,7 @@ import yaml
 from .canonical import canonical_json, digest, digest_bytes
 from .errors import Problem, UsageError
 from .model import Case, Envelope
+from .parallel import parallel_map
 
 CASE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 CONFIG_NAMES = ("envelope-ci.yaml", "envelope-ci.yml")
@@ -229,7 +230,7 @@ def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
 
 
-def _unknown_keys(raw: RawCase, error: jsonschema.ValidationError) -> list[Problem]:
+def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> list[Problem]:
     """One problem per unexpected key, on the key's own line, with a did-you-mean."""
     known = [str(k) for k in error.schema.get("properties", {})]
     path = [str(p) for p in error.absolute_path]
@@ -268,7 +269,7 @@ def validate_raw(raw: RawCase) -> list[Problem]:
         if error.validator in ("oneOf", "anyOf") and error.absolute_path:
             error = jsonschema.exceptions.best_match([error])  # the likeliest branch's own complaint
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            problems += _unknown_keys(raw, error)
+            problems += unknown_key_problems(raw, error)
             continue
         field_name = _field_path(error)
         top = str(error.absolute_path[0]) if error.absolute_path else None
@@ -356,27 +357,25 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
     problems: list[Problem] = []
     cases: list[Case] = []
     first_seen: dict[str, str] = {}
+    raws: list[RawCase] = []
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
-            raws = parse_file(path, shown)
+            raws += parse_file(path, shown)
         except UsageError as exc:
             problems += exc.problems
+    for raw, found in zip(raws, parallel_map(validate_raw, raws)):
+        if found:
+            problems += found
             continue
-        for raw in raws:
-            found = validate_raw(raw)
-            if found:
-                problems += found
-                continue
-            case = build_case(raw)
-            where = f"{raw.file}:{raw.line}" if raw.line else raw.file
-            if case.id in first_seen:
-                problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
-                continue
-            first_seen[case.id] = where
-            cases.append(case)
+        case = build_case(raw)
+        if case.id in first_seen:
+            problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
+            continue
+        first_seen[case.id] = f"{raw.file}:{raw.line}" if raw.line else raw.file
+        cases.append(case)
     if problems:
-        raise UsageError(problems)
+        raise UsageError(sorted(problems, key=lambda p: p.file))  # stable: file order, then as found
     if not cases:
         raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
     return cases
@@ -392,17 +391,65 @@ def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
                 raise UsageError([_json_problem(path.as_posix(), exc, number - 1)]) from None
 
 
-_ENVELOPE_VALIDATOR: jsonschema.protocols.Validator | None = None
+@lru_cache(maxsize=1)
+def _envelope_validator() -> jsonschema.protocols.Validator:
+    """One recorded envelope, validated directly (no oneOf/$ref): replays can be 100k lines."""
+    return jsonschema.Draft202012Validator(case_schema()["$defs"]["envelope"])
+
+
+_ENVELOPE_KEYS = frozenset(case_schema()["$defs"]["envelope"]["properties"])
+_NUMBER = (int, float)
+
+
+def _plainly_valid(env: Any) -> bool:
+    """A cheap check that implies the envelope schema holds (never the reverse).
+
+    Replays can hold 100k lines and jsonschema costs ~40 µs each; anything this check
+    does not vouch for goes through jsonschema, which also words the error.
+    """
+    if type(env) is not dict or not env.keys() <= _ENVELOPE_KEYS or ("http_status" in env) == ("error" in env):
+        return False
+    status = env.get("http_status")
+    if status is not None and not (type(status) is int and 100 <= status <= 599):
+        return False
+    for key in ("elapsed_ms", "ttft_ms"):
+        value = env.get(key)
+        if value is not None and not (type(value) in _NUMBER and value >= 0):
+            return False
+    headers = env.get("headers", {})
+    if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+        return False
+    if "error" in env and type(env["error"]) is not str:
+        return False
+    if "attempts" in env and not (type(env["attempts"]) is int and env["attempts"] >= 1):
+        return False
+    if any(key in env and type(env[key]) is not bool for key in ("stream", "stream_complete")):
+        return False
+    return "request" not in env or type(env["request"]) is dict
+
+
+def envelope_problem(recorded: Any) -> tuple[str, str] | None:
+    """The first problem with a ``recorded`` value (one envelope or a list of repeats)."""
+    items = recorded if isinstance(recorded, list) else [recorded]
+    if isinstance(recorded, list) and not recorded:
+        return "recorded", "a list of repeats needs at least one envelope"
+    validator = _envelope_validator()
+    for index, env in enumerate(items):
+        if _plainly_valid(env):
+            continue
+        error = next(validator.iter_errors(env), None)
+        if error is not None:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(env)) or error
+            prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
+            where = _field_path(error)
+            return prefix + (f".{where}" if where else ""), error.message
+    return None
 
 
 def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]:
     """A ``--replay`` file: JSONL of ``{"id", "recorded"}``; lines for one id are its repeats."""
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
-    global _ENVELOPE_VALIDATOR
-    if _ENVELOPE_VALIDATOR is None:
-        defs = case_schema()["$defs"]
-        _ENVELOPE_VALIDATOR = jsonschema.Draft202012Validator({"$defs": defs, **case_schema()["properties"]["recorded"]})
     shown = path.as_posix()
     out: dict[str, list[Envelope]] = {}
     problems: list[Problem] = []
@@ -413,9 +460,9 @@ def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]
         if item["id"] not in case_ids:
             problems.append(Problem(shown, number, "id", f"{item['id']!r} matches no case in the fixtures"))
             continue
-        error = jsonschema.exceptions.best_match(_ENVELOPE_VALIDATOR.iter_errors(item["recorded"]))
-        if error is not None:
-            problems.append(Problem(shown, number, "recorded" + ("." + _field_path(error) if error.absolute_path else ""), error.message))
+        found = envelope_problem(item["recorded"])
+        if found is not None:
+            problems.append(Problem(shown, number, found[0], found[1]))
             continue
         recorded = item["recorded"]
         for env in recorded if isinstance(recorded, list) else [recorded]:

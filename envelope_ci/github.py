@@ -190,6 +190,19 @@ class GitHubClient:
         )
         return _comment_result(resp, created=True)
 
+    def viewer_login(self) -> str | None:
+        """The login the token posts as when it is a user's token (a PAT), else None.
+
+        GITHUB_TOKEN and app installation tokens are not users: GET /user answers 403 for
+        them, and their comments are by `github-actions[bot]` (DEFAULT_BOT_LOGIN).
+        """
+        resp = self._request("GET", "/user", ok=(200, 401, 403, 404))
+        if resp.status_code != 200:
+            return None
+        data = _json(resp)
+        login = data.get("login") if isinstance(data, dict) else None
+        return login if isinstance(login, str) and login else None
+
     # -- contents -------------------------------------------------------------------------
 
     def get_file_at_ref(self, path: str, ref: str) -> str | None:

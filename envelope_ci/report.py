@@ -5,6 +5,7 @@ when a key changes meaning or disappears.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Mapping, Sequence
 
@@ -48,14 +49,14 @@ def case_entry(r: CaseResult) -> dict[str, Any]:
         "ms_p95": r.measure.ms_p95,
         "ttft_ms": round(sorted(ttfts)[len(ttfts) // 2], 3) if ttfts else None,
         "http_status": shown.http_status,
-        "finish_reason": shown.finish_reason,
-        "model_id": r.fingerprint.model_id,
+        "finish_reason": scrub(shown.finish_reason),
+        "model_id": scrub(r.fingerprint.model_id),
         "attempts": sum(g.attempts for g in r.grades),
         "repeats": len(r.grades),
         "outcome": r.outcome.value,
         "comparable": r.comparable,
-        "reasons": list(r.reasons),
-        "preview": (shown.text or "")[:PREVIEW_CHARS] if shown.text is not None else None,
+        "reasons": scrub(list(r.reasons)),
+        "preview": scrub(shown.text[:PREVIEW_CHARS]) if shown.text is not None else None,
         "file": r.case.file,
         "line": r.case.line,
         "pin": pin_to_dict(r.pin) if r.pin else None,
@@ -104,23 +105,34 @@ def build_report(
 ) -> dict[str, Any]:
     """Assemble report.json. Deterministic: fixture order, no timestamps unless given in run_info."""
     by_outcome = {o: [r.case.id for r in results if r.outcome is o] for o in Outcome}
-    return scrub({
+    # Only text that came from a server can hold lone surrogates (fixtures reject them), so
+    # only those fields are scrubbed: walking every value of a 100k-case report costs seconds.
+    return {
         "report_version": REPORT_VERSION,
         "verdict": verdict.value,
         "alerts": list(dict.fromkeys(a.code for a in alerts)),
-        "alert_details": [a.as_dict() for a in alerts],
-        "blockers": list(blockers),
-        "notes": list(notes),
+        "alert_details": scrub([a.as_dict() for a in alerts]),
+        "blockers": scrub(list(blockers)),
+        "notes": scrub(list(notes)),
         "summary": dict(summary),
         "strata": dict(strata),
         "lanes": dict(lanes),
         "fixtures": dict(fixtures),
-        "fingerprint": fingerprint.as_dict(),
+        "fingerprint": scrub(fingerprint.as_dict()),
         "regressions": by_outcome[Outcome.REGRESSION],
         "known_failures": by_outcome[Outcome.KNOWN_FAILURE],
         "improvements": by_outcome[Outcome.IMPROVEMENT],
         "undelivered": by_outcome[Outcome.UNDELIVERED],
         "run": dict(run_info),
-        "base": dict(base) if base is not None else None,
+        "base": scrub(dict(base)) if base is not None else None,
         "cases": [case_entry(r) for r in results],
-    })
+    }
+
+
+def dump_report(report: Mapping[str, Any]) -> str:
+    """report.json text: indented at the top, one case per line (fast to write, easy to diff)."""
+    head = {k: v for k, v in report.items() if k != "cases"}
+    text = json.dumps(head, indent=2, ensure_ascii=False, allow_nan=False)
+    cases = ",\n    ".join(json.dumps(c, ensure_ascii=False, allow_nan=False) for c in report["cases"])
+    return text[:-2] + ',\n  "cases": [\n    ' + cases + "\n  ]\n}\n" if cases else text[:-2] + ',\n  "cases": []\n}\n'
+

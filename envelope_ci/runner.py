@@ -1,7 +1,6 @@
 """The one orchestrator: fixtures -> envelopes -> grades -> analysis -> reports -> pins."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -35,10 +34,10 @@ from .model import (
     Thresholds,
     Verdict,
 )
-from .pins import parse_pins, read_pins, render_pins, write_refusal
+from .pins import read_pins, render_pins, write_refusal
 from .render.junit import render_junit
 from .render.markdown import render_markdown
-from .report import base_diff, build_report
+from .report import base_diff, build_report, dump_report
 from .schemas import SchemaCache
 
 if TYPE_CHECKING:
@@ -163,7 +162,7 @@ def load_base(config: RunConfig) -> tuple[Pins | None, dict[str, Any] | None]:
     if not config.base_pins_path.is_file():
         return None, {"source": config.base_pins_path.as_posix(), "error": None, "present": False}
     try:
-        pins = parse_pins(config.base_pins_path.read_text("utf-8"), config.base_pins_path.as_posix())
+        pins = read_pins(config.base_pins_path)
     except UsageError as exc:
         return None, {"source": config.base_pins_path.as_posix(), "error": str(exc), "present": False}
     return pins, {"source": config.base_pins_path.as_posix(), "error": None, "present": True}
@@ -243,7 +242,7 @@ def write_reports(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     """report.json, report.md and junit.xml under ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {
-        "report.json": json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
+        "report.json": dump_report(report),
         "report.md": render_markdown(report),
         "junit.xml": render_junit(report),
     }

@@ -78,7 +78,9 @@ class StreamAssembler:
             slot = self.tool_calls.setdefault(index if isinstance(index, int) else 0, {"type": "function", "function": {"name": "", "arguments": ""}})
             if call.get("id"):
                 slot["id"] = call["id"]
-            fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+            fn = call.get("function")
+            if not isinstance(fn, dict):
+                continue
             for part in ("name", "arguments"):
                 if isinstance(fn.get(part), str):
                     slot["function"][part] += fn[part]

@@ -177,6 +177,32 @@ class Client:
             body=_decode_body(b"".join(chunks)),
         )
 
+    def _drain(self, resp: requests.Response, limit: int = 65536, wait_s: float = 0.05) -> None:
+        """After ``[DONE]`` (timings taken): read the body's end, briefly, so the connection is reused.
+
+        Without it every streamed call opens a new connection and pays the handshake inside its timing.
+        A server that keeps the stream open after ``[DONE]`` only costs ``wait_s``; the connection is then closed.
+        """
+        sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
+        if sock is None:
+            return
+        before = sock.gettimeout()
+        try:
+            sock.settimeout(wait_s)
+            drained = 0
+            while drained <= limit:
+                chunk = resp.raw.read1(limit, decode_content=True)
+                if not chunk:
+                    return
+                drained += len(chunk)
+        except _TRANSPORT_ERRORS:
+            return
+        finally:
+            try:
+                sock.settimeout(before)  # the next request is sent with the usual timeout
+            except OSError:
+                pass
+
     def _read_stream(self, resp: requests.Response, t0: float, deadline_s: float) -> Envelope:
         assembler = StreamAssembler()
         buffer = bytearray()
@@ -197,6 +223,7 @@ class Client:
                     ttft = now
                 t_last = now
             if assembler.done:
+                self._drain(resp)
                 break
         for data in flush_sse(buffer):
             assembler.feed(data)

@@ -15,6 +15,9 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 WRITE_TOKEN = "ghs_stubWriteToken0123456789abcdefABCDEF"
 READ_TOKEN = "ghs_stubReadOnlyToken9876543210zyxwvuZYXW"
+# A personal access token: it posts as a user, and GET /user answers for it.
+PAT_TOKEN = "ghp_stubPersonalToken0123456789abcdefABCD"
+PAT_LOGIN = "octo-ci-bot"
 BOT_LOGIN = "github-actions[bot]"
 BOT_USER_ID = 41898282  # github-actions[bot]'s real user id
 REPO_ID = 1296269
@@ -86,9 +89,12 @@ class GitHubStub:
         tokens: Mapping[str, bool] | None = None,
         files: Mapping[tuple[str, str], str] | None = None,
     ) -> None:
-        """`tokens` maps each accepted token to whether it may write (default: WRITE_TOKEN and READ_TOKEN)."""
+        """`tokens` maps each accepted token to whether it may write (default: WRITE_TOKEN, READ_TOKEN, PAT_TOKEN).
+
+        PAT_TOKEN acts as the user PAT_LOGIN; every other token as github-actions[bot].
+        """
         self.repo = repo
-        self.tokens = dict(tokens) if tokens is not None else {WRITE_TOKEN: True, READ_TOKEN: False}
+        self.tokens = dict(tokens) if tokens is not None else {WRITE_TOKEN: True, READ_TOKEN: False, PAT_TOKEN: True}
         self.state = _State(files=dict(files or {}))
         # Where Link headers point; tests change it to check the client refuses other hosts.
         self.link_base: str | None = None
@@ -275,14 +281,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, _BAD_CREDENTIALS)
             return
         can_write = stub.tokens[token]
+        login = PAT_LOGIN if token == PAT_TOKEN else BOT_LOGIN
         with stub.state.lock:
-            status, payload, extra = self._route(method, parts.path, query, body, can_write)
+            status, payload, extra = self._route(method, parts.path, query, body, can_write, login)
         self._send(status, payload, extra)
 
     def _route(
-        self, method: str, path: str, query: dict[str, list[str]], body: Any, can_write: bool
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, can_write: bool, login: str
     ) -> tuple[int, Any, dict[str, str]]:
         stub = self.stub
+        if method == "GET" and path == "/user":
+            if login == BOT_LOGIN:
+                # An installation token (GITHUB_TOKEN) is not a user.
+                return 403, {"message": "Resource not accessible by integration", "documentation_url": DOCS}, {}
+            return 200, {"login": login, "id": 583231, "type": "User", "site_admin": False}, {}
         prefixes = (f"/repos/{stub.repo}", f"/repositories/{REPO_ID}")
         rest = next((path[len(p) :] for p in prefixes if path.startswith(p + "/")), None)
         if rest is None:
@@ -298,7 +310,7 @@ class _Handler(BaseHTTPRequestHandler):
                 problem = _validate_body(body)
                 if problem is not None:
                     return 422, problem, {}
-                created = stub._create(issue, body["body"], BOT_LOGIN, "Bot")
+                created = stub._create(issue, body["body"], login, "Bot" if login == BOT_LOGIN else "User")
                 return 201, created, {"Location": created["url"]}
         if m := re.fullmatch(r"/issues/comments/(\d+)", rest):
             comment = stub._find(int(m.group(1)))
@@ -311,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if problem is not None:
                     return 422, problem, {}
                 # The real API lets only the author (or an admin) edit; the bot is not an admin.
-                if comment["user"]["login"] != BOT_LOGIN:
+                if comment["user"]["login"] != login:
                     return 403, {"message": "Must have admin rights to Repository.", "documentation_url": DOCS}, {}
                 comment["body"] = body["body"]
                 comment["updated_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

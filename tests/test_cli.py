@@ -314,8 +314,6 @@ def test_malformed_config_yaml(tmp_path):
     assert "envelope-ci.yaml" in result.err and "malformed YAML" in result.err
 
 
-@pytest.mark.xfail(strict=True, reason="config.py (not ours): config problems carry no line, no did-you-mean, and a malformed "
-                   "config YAML prints PyYAML's multi-line message instead of one line")
 def test_config_problems_are_one_located_line_each(tmp_path):
     suite = make_suite(tmp_path, files={"c.yaml": OK}, config="size_slack: 1.1\neasy_flor: 0.9\n")
     result = run_cli(["run", suite, "--out", tmp_path / "out"])

@@ -29,9 +29,23 @@ import yaml
 from envelope_ci.github import COMMENT_LIMIT, SUMMARY_LIMIT, marker_for
 
 try:
-    from tests.github_stub import BOT_LOGIN, READ_TOKEN, WRITE_TOKEN, GitHubStub
+    from tests.github_stub import (
+        BOT_LOGIN,
+        PAT_LOGIN,
+        PAT_TOKEN,
+        READ_TOKEN,
+        WRITE_TOKEN,
+        GitHubStub,
+    )
 except ImportError:  # pragma: no cover - depends on how pytest was started
-    from github_stub import BOT_LOGIN, READ_TOKEN, WRITE_TOKEN, GitHubStub  # type: ignore[no-redef,import-not-found]
+    from github_stub import (  # type: ignore[no-redef,import-not-found]
+        BOT_LOGIN,
+        PAT_LOGIN,
+        PAT_TOKEN,
+        READ_TOKEN,
+        WRITE_TOKEN,
+        GitHubStub,
+    )
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "entrypoint.py"
@@ -324,6 +338,18 @@ def test_second_push_edits_the_same_comment(tmp_path: Path, stub: GitHubStub) ->
     ]
 
 
+def test_personal_access_token_keeps_one_comment(tmp_path: Path, stub: GitHubStub) -> None:
+    repo = make_pr_repo(tmp_path)
+    stub.seed_comment(PR, MARKER + "\nan old comment by github-actions[bot]", login=BOT_LOGIN, user_type="Bot")
+    first = run_action(repo, stub, token=PAT_TOKEN)
+    second = run_action(repo, stub, token=PAT_TOKEN)
+    assert first.code == second.code == 0
+    mine = [c for c in stub.comments(PR) if c["user"]["login"] == PAT_LOGIN]
+    assert len(mine) == 1 and len(stub.comments(PR)) == 2
+    assert [m for m, _ in writes(stub)] == ["POST", "PATCH"]
+    assert first.outputs["comment-url"] == second.outputs["comment-url"] == mine[0]["html_url"]
+
+
 def test_finds_its_comment_on_page_two(tmp_path: Path, stub: GitHubStub) -> None:
     stub.seed_many(PR, 150)
     # A human quoting the marker is not our comment.
@@ -498,10 +524,14 @@ def test_live_run_with_underscore_inputs_keeps_the_key_secret(tmp_path: Path, st
     assert requests[0].body["model"] == "test-model"
     report = run.report()
     assert report["run"]["mode"] == "live" and report["fingerprint"]["endpoint_class"] == "fake"
-    # The endpoint echoed the key: the comment and the summary must not carry it.
+    # The endpoint echoed the key: the comment, the summary and the report files must not carry it.
     [comment] = stub.comments(PR)
-    for text in (comment["body"], run.summary, "\n".join(run.stdout.splitlines()[2:]), run.stderr, run.outputs_raw):
+    log = "\n".join(run.stdout.splitlines()[2:])  # after the two ::add-mask:: lines
+    texts = (comment["body"], run.summary, log, run.stderr, run.outputs_raw, run.report_files())
+    for text in texts:
         assert API_KEY not in text
+    assert "(echo: ***)" in (run.out_dir / "report.json").read_text("utf-8")
+    assert r"(echo: \*\*\*\)" in comment["body"]
 
 
 # -- base branch pins --------------------------------------------------------------------------
@@ -530,6 +560,22 @@ def test_base_pins_from_the_test_merge_parent(tmp_path: Path, stub: GitHubStub) 
     assert not any("/contents/" in r.path for r in stub.requests)
     base = run.report()["base"]
     assert base["present"] is True and base["error"] is None
+
+
+def test_checkout_below_the_workspace(tmp_path: Path, stub: GitHubStub) -> None:
+    # actions/checkout with `path: src`: the repository is a folder of the workspace.
+    built = make_pr_repo(tmp_path / "build", base=_base_pin_differs, head=lambda wd: (_restore_pins(wd), planted_regression(wd)))
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    built.workspace.rename(workspace / "src")
+    repo = PrRepo(workspace, built.base, built.head, built.merge)
+    run = run_action(repo, stub, inputs={"working-directory": "src", "replay": "recordings/pr.jsonl"})
+    assert run.code == 1, run.stdout + run.stderr
+    body = stub.comments(PR)[0]["body"]
+    assert body.startswith(marker_for("src/evals"))
+    assert BASE_ROW.search(body) and f"git show {repo.base[:12]}:evals/envelope-pins.json" in body
+    assert run.errors[0].startswith("::error file=src/evals/easy.yaml,line=")
+    assert run.outputs["report-json"] == ".envelope-ci/src-evals/report.json"
 
 
 def test_base_pins_without_pins_on_the_base_branch(tmp_path: Path, stub: GitHubStub) -> None:

@@ -7,7 +7,14 @@ import re
 
 import pytest
 
-from envelope_ci.render.escape import ELLIPSIS, NEWLINE_MARK, cell, clean, fenced, inline
+from envelope_ci.render.escape import (
+    ELLIPSIS,
+    NEWLINE_MARK,
+    cell,
+    clean,
+    fenced,
+    inline,
+)
 
 ZWJ = "\u200d"
 

@@ -32,9 +32,25 @@ from envelope_ci.github import (
 # tests/ is a namespace package under `python -m pytest` but a bare directory on sys.path
 # under plain `pytest`; accept both so nobody has to add or avoid a tests/__init__.py.
 try:
-    from tests.github_stub import BOT_LOGIN, READ_TOKEN, REPO_ID, WRITE_TOKEN, GitHubStub
+    from tests.github_stub import (
+        BOT_LOGIN,
+        PAT_LOGIN,
+        PAT_TOKEN,
+        READ_TOKEN,
+        REPO_ID,
+        WRITE_TOKEN,
+        GitHubStub,
+    )
 except ImportError:  # pragma: no cover - depends on how pytest was started
-    from github_stub import BOT_LOGIN, READ_TOKEN, REPO_ID, WRITE_TOKEN, GitHubStub  # type: ignore[no-redef,import-not-found]
+    from github_stub import (  # type: ignore[no-redef,import-not-found]
+        BOT_LOGIN,
+        PAT_LOGIN,
+        PAT_TOKEN,
+        READ_TOKEN,
+        REPO_ID,
+        WRITE_TOKEN,
+        GitHubStub,
+    )
 
 PR = 7
 MARKER = marker_for("default")
@@ -152,6 +168,27 @@ def test_author_override_accepts_an_apps_bot_login(stub: GitHubStub, sleeps: lis
     assert client.find_own_comment(PR, MARKER, "envelope-app[bot]")["id"] == app["id"]  # type: ignore[index]
     assert client.find_own_comment(PR, MARKER, "release-robot")["id"] == pat["id"]  # type: ignore[index]
     assert client.find_own_comment(PR, MARKER, None) is None
+
+
+def test_viewer_login_names_a_pat_user_and_not_the_bot(stub: GitHubStub, sleeps: list[float]) -> None:
+    assert client_for(stub, sleeps, token=PAT_TOKEN).viewer_login() == PAT_LOGIN
+    # GITHUB_TOKEN is an installation token: GET /user is 403, and that is not an error.
+    assert client_for(stub, sleeps).viewer_login() is None
+    assert client_for(stub, sleeps, token="ghs_unknown").viewer_login() is None  # 401
+    assert sleeps == []
+
+
+def test_pat_upserts_its_own_comment(stub: GitHubStub, sleeps: list[float]) -> None:
+    client = client_for(stub, sleeps, token=PAT_TOKEN)
+    bot = client_for(stub, sleeps).upsert_comment(PR, "from the bot", MARKER)
+    login = client.viewer_login()
+    first = client.upsert_comment(PR, "one", MARKER, author=login)
+    second = client.upsert_comment(PR, "two", MARKER, author=login)
+    assert first.created and not second.created and first.id == second.id != bot.id
+    assert [(c["user"]["login"], c["body"]) for c in stub.comments(PR)] == [
+        (BOT_LOGIN, f"{MARKER}\nfrom the bot"),
+        (PAT_LOGIN, f"{MARKER}\ntwo"),
+    ]
 
 
 def test_two_markers_keep_two_comments(stub: GitHubStub, sleeps: list[float]) -> None:

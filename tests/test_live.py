@@ -10,12 +10,15 @@ of the retries as the server saw them. Only the response-size cap is tested thro
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -89,7 +92,7 @@ def live(tmp: Path, url: str, cases: list[dict[str, Any]], *args: str, model: st
 def gaps(srv: FakeOpenAI, key: str) -> list[float]:
     """Seconds between successive arrivals of one case's requests, as the server saw them."""
     ts = [r.t for r in srv.requests(key)]
-    return [b - a for a, b in zip(ts, ts[1:])]
+    return [b - a for a, b in itertools.pairwise(ts)]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -362,6 +365,55 @@ def test_stream_model_is_the_first_non_empty_one(streamed):
     _, run = streamed
     assert run.case("s-azure")["model_id"] == "served-azure"  # Azure's first chunk has model ""
     assert run.case("s-ok")["model_id"] == "fake-model-1"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_calls_reuse_the_connection(tmp_path, srv, stream):
+    """A new connection per call would put a handshake inside every measured ms (and ttft)."""
+    keys = [f"reuse-{i}" for i in range(5)]
+    run = live(tmp_path, srv.url, [case(k) for k in keys], "--concurrency", "1", *(["--stream"] if stream else []))
+    assert run.code == 0
+    assert len(srv.all_requests) == 5
+    assert len({r.client for r in srv.all_requests}) == 1
+
+
+def test_stream_held_open_after_done_is_still_an_answer(tmp_path):
+    """A server that sends [DONE] but never ends the chunked body: graded at [DONE], no timeout, no wait."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    release = threading.Event()
+    events = [{"model": "held-open", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello"}, "finish_reason": None}]},
+              {"model": "held-open", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    body = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+    def handle(conn: socket.socket) -> None:
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         + b"%x\r\n%s\r\n" % (len(body), body))
+            release.wait(10)  # no terminal chunk, no close
+
+    def accept() -> None:
+        while not release.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        run = live(tmp_path, f"http://127.0.0.1:{port}/v1", [case("held-1"), case("held-2")], "--stream",
+                   "--concurrency", "1", "--timeout", "5")
+    finally:
+        release.set()
+        listener.close()
+    assert run.code == 0, run.stdout
+    for key in ("held-1", "held-2"):
+        got = run.case(key)
+        assert got["label"] == "right" and got["attempts"] == 1 and got["model_id"] == "held-open"
+        assert got["ms"] < 500
+    assert run.wall < 3.0
 
 
 # --------------------------------------------------------------------------- concurrency and repeats

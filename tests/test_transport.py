@@ -30,7 +30,7 @@ NOW = 1_800_000_000.0
 
 
 def make_case(**kw) -> Case:
-    base = dict(id="c1", stratum=None, messages=({"role": "user", "content": "hi"},), file="f.yaml", line=1, digest="d")
+    base: dict = {"id": "c1", "stratum": None, "messages": ({"role": "user", "content": "hi"},), "file": "f.yaml", "line": 1, "digest": "d"}
     base.update(kw)
     return Case(**base)
 

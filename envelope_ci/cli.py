@@ -70,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     lanes.add_argument("--write-pins", action="store_true", help="write this run's results as the pins (adjudication, outside CI)")
     lanes.add_argument("--move-baseline", action="store_true", help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
     lanes.add_argument("--base-pins", type=Path, help="the base branch's pins, for the per-case diff in the report (the action passes it)")
+    lanes.add_argument("--base-pins-error", metavar="TEXT", help="why the base branch's pins could not be read (shown instead of the diff)")
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)")
@@ -111,6 +112,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         replay=args.replay,
         config_path=args.config,
         base_pins_path=args.base_pins,
+        base_pins_error=args.base_pins_error,
         write_pins=args.write_pins,
         move_baseline=args.move_baseline,
         in_ci=truthy(os.environ.get("CI")) or truthy(os.environ.get("GITHUB_ACTIONS")),

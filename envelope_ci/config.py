@@ -116,6 +116,7 @@ class RunConfig:
     replay: Path | None = None
     config_path: Path | None = None
     base_pins_path: Path | None = None
+    base_pins_error: str | None = None
     write_pins: bool = False
     move_baseline: bool = False
     in_ci: bool = False

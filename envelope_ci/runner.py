@@ -37,7 +37,7 @@ from .model import (
 from .pins import read_pins, render_pins, write_refusal
 from .render.junit import render_junit
 from .render.markdown import render_markdown
-from .report import base_diff, build_report, dump_report
+from .report import base_diff, build_report, dump_report, mask_secrets
 from .schemas import SchemaCache
 
 if TYPE_CHECKING:
@@ -148,8 +148,10 @@ def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | 
     notes = []
     if pins is None:
         notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet")
-    if not config.base_url:
-        notes.append("offline: graded recorded envelopes, no endpoint was called")
+    if config.replay:
+        notes.append(f"offline: graded the recordings in {config.replay.as_posix()}, no endpoint was called")
+    elif not config.base_url:
+        notes.append("offline: graded the envelopes recorded in the fixtures, no endpoint was called")
     if base_info and base_info.get("error"):
         notes.append(f"base branch pins unavailable: {base_info['error']}")
     return notes
@@ -157,6 +159,9 @@ def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | 
 
 def load_base(config: RunConfig) -> tuple[Pins | None, dict[str, Any] | None]:
     """The base branch's pins, handed over by the action as a file (absent on a first PR)."""
+    if config.base_pins_error:
+        source = config.base_pins_path.as_posix() if config.base_pins_path else None
+        return None, {"source": source, "error": config.base_pins_error, "present": False}
     if config.base_pins_path is None:
         return None, None
     if not config.base_pins_path.is_file():
@@ -234,6 +239,9 @@ def execute(config: RunConfig, fetch: Fetcher | None = None) -> RunResult:
         notes=_notes(pins, config, base_info),
         base=base_info,
     )
+    secrets = [config.api_key, *file_config.headers.values()]
+    if any(secrets):
+        report = mask_secrets(report, secrets)
     written = write_reports(report, config.out_dir)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
 

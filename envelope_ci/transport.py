@@ -453,7 +453,11 @@ def run_live(
                 if job is None:
                     return
                 case = cases[job[0]]
-                env, log = call_with_retries(client, case, policy, budget, throttle, stop, rng)
+                try:
+                    env, log = call_with_retries(client, case, policy, budget, throttle, stop, rng)
+                except Exception as exc:  # a bug of ours must cost one case, not a worker's whole queue
+                    detail = secrets.mask(f"{type(exc).__name__}: {exc}")[:300]
+                    env, log = Envelope(error=f"envelope-ci internal error: {detail}"), [{"attempt": 1, "label": "drop", "error": detail}]
                 with done_lock:
                     results[job] = env
                     if writer:

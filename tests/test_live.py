@@ -4,8 +4,8 @@ Every test drives the real CLI (``envelope_ci.cli.main`` in-process, or ``python
 as a subprocess for signals) against ``tests/fake_openai.py`` on 127.0.0.1, plants one failure
 per case (matched by the ``[[KEY]]`` marker in the prompt), and checks the label, the attempts
 (report.json ``cases[].attempts`` and the server's own count) and, where it matters, the timing
-of the retries as the server saw them. Only the response-size cap is tested through
-``run_live`` directly, with a small cap.
+of the retries as the server saw them. Only the response-size cap (a small cap) and a body
+trickling past the deadline are tested through ``run_live`` directly.
 """
 from __future__ import annotations
 

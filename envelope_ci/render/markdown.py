@@ -74,7 +74,12 @@ def _why(case: Mapping[str, Any]) -> str:
     return cell("; ".join(case.get("reasons", [])), 160)
 
 
-def failing_section(report: Mapping[str, Any]) -> list[str]:
+# In a comment the not-stable table is cut to this many rows so the summary tables after
+# it still fit; the full list is in report.md and the job summary.
+FAILING_ROWS_IN_COMMENT = 100
+
+
+def failing_section(report: Mapping[str, Any], limit: int | None = None) -> list[str]:
     """Cases not stable, regressions first: why, and a short escaped preview of the answer."""
     order = {"regression": 0, "undelivered": 1, "new": 2, "known_failure": 3}
     failing = [c for c in report["cases"] if c["channel"] != "stable"]
@@ -83,9 +88,12 @@ def failing_section(report: Mapping[str, Any]) -> list[str]:
     failing.sort(key=lambda c: order.get(c["outcome"], 9))
     rows = [
         [cell(c["id"], 60), cell(c["stratum"] or "–"), c["label"], c["channel"], c["outcome"].replace("_", " "), _why(c), cell(c["preview"] or "", 80)]
-        for c in failing
+        for c in failing[:limit]
     ]
-    return [f"### Not stable ({len(failing)})", "", table(["case", "stratum", "label", "channel", "outcome", "why", "answer"], rows), ""]
+    lines = [f"### Not stable ({len(failing)})", "", table(["case", "stratum", "label", "channel", "outcome", "why", "answer"], rows), ""]
+    if limit is not None and len(failing) > limit:
+        lines += [f"_… and {len(failing) - limit} more not-stable cases: see the job summary and report files._", ""]
+    return lines
 
 
 def channels_section(report: Mapping[str, Any]) -> list[str]:
@@ -212,7 +220,7 @@ def render_markdown(report: Mapping[str, Any], detail: str = "full", title: str 
     parts: list[str] = []
     parts += headline(report, title)
     parts += alerts_section(report)
-    parts += failing_section(report)
+    parts += failing_section(report, None if detail == "full" else FAILING_ROWS_IN_COMMENT)
     parts += channels_section(report)
     parts += strata_section(report)
     parts += labels_section(report)

@@ -179,7 +179,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     )
 
 
-def harness_argv(inputs: Inputs, pins: str, out_dir: Path, base_pins: Path | None) -> list[str]:
+def harness_argv(inputs: Inputs, pins: str, out_dir: Path, base_pins: Path | None, base_error: str | None = None) -> list[str]:
     """The `envelope-ci run` command line for these inputs; paths stay relative to the working directory."""
     argv = ["run", inputs.fixtures, "--pins", pins, "--out", str(out_dir), "--lane", inputs.lane]
     optional = {
@@ -195,6 +195,8 @@ def harness_argv(inputs: Inputs, pins: str, out_dir: Path, base_pins: Path | Non
         argv.append("--stream")
     if base_pins is not None:
         argv += ["--base-pins", str(base_pins)]
+    if base_error:
+        argv += ["--base-pins-error", base_error]
     return argv
 
 
@@ -606,20 +608,12 @@ def locate(inputs: Inputs, workspace: Path) -> Suite:
     return Suite(workdir, key, pins, workspace / OUT_ROOT / slug(key))
 
 
-def load_report(suite: Suite, code: int, base: BasePins | None) -> dict[str, Any] | None:
-    """report.json when the harness judged the run (exit 0, 1 or 3), with the base pins' failure reason added."""
+def load_report(suite: Suite, code: int) -> dict[str, Any] | None:
+    """report.json when the harness judged the run (exit 0, 1 or 3)."""
     path = suite.out_dir / "report.json"
     if code not in (EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE) or not path.is_file():
         return None
     report: dict[str, Any] = json.loads(path.read_text("utf-8"))
-    if base is not None and base.error and isinstance(report.get("base"), dict):
-        # The harness only knows "no file" (present: false); say why the base pins are
-        # unknown, in the files too. A stopgap until `run` can take the reason itself.
-        from envelope_ci.runner import write_reports
-
-        report["base"]["error"] = base.error
-        report.setdefault("notes", []).append(f"base branch pins unavailable: {base.error}")
-        write_reports(report, suite.out_dir)
     return report
 
 
@@ -691,9 +685,10 @@ def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
         if base.error:
             out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
 
-    code, stderr = run_harness(harness_argv(inputs, suite.pins, suite.out_dir, base_file), out, secrets)
+    base_error = base.error if base is not None else None
+    code, stderr = run_harness(harness_argv(inputs, suite.pins, suite.out_dir, base_file, base_error), out, secrets)
     secrets.scrub_files([suite.out_dir / name for name in ("report.json", "report.md", "junit.xml")])
-    report = load_report(suite, code, base)
+    report = load_report(suite, code)
 
     if report is not None:
         tail = footer(env, pull[0] if pull else None, base)

@@ -80,11 +80,13 @@ def main() -> int:
         wall = time.perf_counter() - t1
         report = json.loads((root / "out" / "report.json").read_text())
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        child_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"cases              {args.cases}")
     print(f"input              {size_mb:.1f} MB (fixtures + recordings), generated in {t_gen:.1f} s")
     print(f"run wall           {wall:.2f} s  (load + validate + grade + analyse + report.json/md/junit)")
     print(f"throughput         {args.cases / wall:,.0f} cases/s")
-    print(f"peak RSS           {peak_mib:,.0f} MiB")
+    print(f"peak RSS           {peak_mib:,.0f} MiB (this process)")
+    print(f"                   {child_mib:,.0f} MiB (largest forked helper; its pages are shared copy-on-write with the parent)")
     print(f"exit code          {code}  labels {report['summary']['counts']}")
     ok = wall < 15 and peak_mib < 1024
     print(f"target <15 s, <1 GiB: {'PASS' if ok else 'MISS'}")

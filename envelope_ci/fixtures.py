@@ -318,7 +318,13 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
     )
 
 
-def build_case(raw: RawCase) -> Case:
+def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
+    """A case's problems, and its digest when it has none: the per-case work worth spreading over cores."""
+    problems = validate_raw(raw)
+    return problems, None if problems else digest(raw.data)
+
+
+def build_case(raw: RawCase, case_digest: str | None = None) -> Case:
     """A validated raw case as a frozen Case."""
     data = raw.data
     if "messages" in data:
@@ -335,7 +341,7 @@ def build_case(raw: RawCase) -> Case:
         messages=messages,
         file=raw.file,
         line=raw.line,
-        digest=digest(data),
+        digest=case_digest or digest(data),
         expect_fragment=data.get("expect_fragment"),
         must_include=tuple(data.get("must_include", ())),
         must_not_include=tuple(data.get("must_not_include", ())),
@@ -364,11 +370,11 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
             raws += parse_file(path, shown)
         except UsageError as exc:
             problems += exc.problems
-    for raw, found in zip(raws, parallel_map(validate_raw, raws)):
+    for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws)):
         if found:
             problems += found
             continue
-        case = build_case(raw)
+        case = build_case(raw, case_digest)
         if case.id in first_seen:
             problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
             continue

@@ -24,6 +24,26 @@ def _run_slice(bounds: tuple[int, int]) -> list[Any]:
     return [fn(items[i]) for i in range(*bounds)]
 
 
+def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) -> None:
+    """Run independent jobs (each writes its own output), in forked children when asked and possible."""
+    if not parallel or len(jobs) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        for job in jobs:
+            job()
+        return
+    ctx = multiprocessing.get_context("fork")
+    children = [ctx.Process(target=job) for job in jobs[1:]]
+    for child in children:
+        child.start()
+    try:
+        jobs[0]()  # the parent does one share itself
+    finally:
+        for child in children:
+            child.join()
+    failed = [child.exitcode for child in children if child.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(children)} parallel jobs failed (exit codes {failed})")
+
+
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_ITEMS) -> list[R]:
     """``[fn(x) for x in items]``, in order, on every core when the input is large."""
     global _work

@@ -582,7 +582,7 @@ def post_comment(
                 " — the token is read-only"
                 + (f" (a pull request from the fork {head_repo}: GITHUB_TOKEN cannot write there)" if fork else "")
                 + "; give the job `permissions: pull-requests: write`, or post from a workflow_run workflow"
-                " (docs/action.md, 'Pull requests from forks')"
+                " (README.md, 'Pull requests from forks')"
             )
         return "", why
     return result.url, None

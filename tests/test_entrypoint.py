@@ -766,7 +766,16 @@ def test_comment_example_is_current(tmp_path: Path, stub: GitHubStub) -> None:
     repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=lambda wd: (_restore_pins(wd), planted_regression(wd)))
     run = run_action(repo, stub, inputs={"replay": "recordings/pr.jsonl"})
     assert run.code == 1
-    text = EXAMPLE_HEADER + stub.comments(PR)[0]["body"]
+    body = stub.comments(PR)[0]["body"]
+    text = EXAMPLE_HEADER + body
+    # The README shows the same comment, quoted, as a screenshot of what a PR gets.
+    quoted = "\n".join(("> " + line).rstrip() for line in body.rstrip("\n").split("\n"))
+    readme = (ROOT / "README.md").read_text("utf-8")
+    start, end = "<!-- example-comment:start -->\n", "\n<!-- example-comment:end -->"
+    before, rest = readme.split(start, 1)
+    _, after = rest.split(end, 1)
     if os.environ.get("ENVELOPE_CI_REGEN_DOCS") == "1":
         COMMENT_EXAMPLE.write_text(text, "utf-8")
+        (ROOT / "README.md").write_text(before + start + quoted + end + after, "utf-8")
     assert COMMENT_EXAMPLE.read_text("utf-8") == text
+    assert rest.split(end, 1)[0] == quoted, "README's example comment is stale: regenerate it"

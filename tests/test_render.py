@@ -160,7 +160,7 @@ def test_markdown_headline_and_tables(regression_run):
     md = (out / "report.md").read_text("utf-8")
     assert md == render_markdown(report)
     assert md.splitlines()[0] == "## ❌ envelope-ci: fail"
-    assert "**3 cases** · 0 stable · 1 regressions · 0 alerts · yield 0.667 · accuracy on yield 0.000 · naive pass rate 0.000" in md
+    assert "**3 cases** · 0 stable · 1 regression · 0 alerts · yield 0.667 · accuracy on yield 0.000 · naive pass rate 0.000" in md
     for heading in ("### Not stable (3)", "### Channels", "### Strata", "### Labels", "### Lanes", "### Fixtures",
                     "### Pins: base branch → this PR → this run", "### All cases (3)"):
         assert heading in md, heading

@@ -32,6 +32,10 @@ def fmt_num(value: Any, digits: int = 0) -> str:
 PADDED_ROWS_MAX = 500
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GFM table; cells must already be escaped."""
     rows = list(rows)
@@ -47,8 +51,8 @@ def headline(report: Mapping[str, Any], title: str | None) -> list[str]:
     verdict = report["verdict"]
     name = f" — {inline(title)}" if title else ""
     line = (
-        f"**{s['total']} cases** · {s['stable']} stable · {len(report['regressions'])} regressions · "
-        f"{len(report['alerts'])} alerts · yield {fmt_rate(s['yield'])} · "
+        f"**{plural(s['total'], 'case')}** · {s['stable']} stable · {plural(len(report['regressions']), 'regression')} · "
+        f"{plural(len(report['alerts']), 'alert')} · yield {fmt_rate(s['yield'])} · "
         f"accuracy on yield {fmt_rate(s['accuracy_on_yield'])} · naive pass rate {fmt_rate(s['naive_pass_rate'])}"
     )
     out = [f"## {_ICON.get(verdict, '')} envelope-ci: {verdict}{name}", "", line, ""]

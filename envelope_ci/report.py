@@ -33,20 +33,6 @@ def scrub(value: Any) -> Any:
     return value
 
 
-def mask_secrets(value: Any, secrets: Sequence[str | None]) -> Any:
-    """Every string with each secret replaced by ``***``: an endpoint may echo the key back."""
-    found = [s for s in secrets if s and len(s) >= 4]
-    if isinstance(value, str):
-        for secret in found:
-            value = value.replace(secret, "***")
-        return value
-    if isinstance(value, dict):
-        return {k: mask_secrets(v, found) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_secrets(v, found) for v in value]
-    return value
-
-
 def case_entry(r: CaseResult) -> dict[str, Any]:
     """One case's row in report.json: the contract keys first, diagnosis after."""
     shown = r.shown

@@ -39,9 +39,10 @@ from .model import (
 from .pins import read_pins, render_pins, write_refusal
 from .render.junit import render_junit
 from .render.markdown import render_markdown
-from .report import base_diff, build_report, dump_report, mask_secrets
+from .report import base_diff, build_report, dump_report
 from .parallel import MIN_ITEMS, parallel_map, run_concurrently
 from .schemas import SchemaCache
+from .secrets import Secrets
 
 if TYPE_CHECKING:
     from .transport import LiveOutcome
@@ -268,9 +269,9 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
         notes=_notes(pins, config, base_info),
         base=base_info,
     )
-    secrets = [config.api_key, *file_config.headers.values()]
-    if any(secrets):
-        report = mask_secrets(report, secrets)
+    secrets = Secrets([config.api_key, *file_config.headers.values()])
+    if secrets:  # an endpoint may echo the key back into an answer or an error
+        report = secrets.scrub(report)
     written = write_reports(report, config.out_dir)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
 

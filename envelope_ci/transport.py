@@ -26,6 +26,7 @@ from .classify import classify
 from .config import RunConfig
 from .model import Case, Envelope, Label, RetryPolicy
 from .recordings import RecordingWriter
+from .secrets import Secrets
 from .sse import StreamAssembler, flush_sse, iter_sse_data
 
 USER_AGENT = "envelope-ci"
@@ -51,30 +52,6 @@ class ClientSettings:
 
     def __repr__(self) -> str:  # never show the key or header values
         return f"ClientSettings(base_url={self.base_url!r}, model={self.model!r}, stream={self.stream})"
-
-
-class Secrets:
-    """Masks secret values in any text this edge produces (errors from requests may echo them)."""
-
-    def __init__(self, values: Sequence[str | None]) -> None:
-        self._values = sorted({v for v in values if v and len(v) >= 4}, key=len, reverse=True)
-
-    def mask(self, text: str) -> str:
-        for value in self._values:
-            text = text.replace(value, "***")
-        return text
-
-    def scrub(self, value: Any) -> Any:
-        """A decoded body or headers with secrets masked in every string: servers may echo the key back."""
-        if not self._values:
-            return value
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, Mapping):
-            return {self.mask(k) if isinstance(k, str) else k: self.scrub(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.scrub(v) for v in value]
-        return value
 
 
 def request_body(case: Case, settings: ClientSettings) -> dict[str, Any]:

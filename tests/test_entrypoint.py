@@ -744,7 +744,7 @@ def test_broken_fixtures_exit_2_and_say_where(tmp_path: Path, stub: GitHubStub) 
 
 def test_defaults_match_action_yml() -> None:
     sys.path.insert(0, str(ROOT))
-    import entrypoint
+    from envelope_ci import action as entrypoint
 
     action = yaml.safe_load((ROOT / "action.yml").read_text("utf-8"))
     defaults = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from .model import Case, Envelope, Grade, Label
 from .schemas import SchemaCheck
@@ -95,7 +96,8 @@ def spoken_text(reply: Reply) -> str:
 
 
 def _tool_call_text(call: Mapping[str, Any]) -> str:
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    found = call.get("function")
+    fn: Mapping[str, Any] = found if isinstance(found, dict) else {}
     return f"{fn.get('name', '?')}({fn.get('arguments', '')})"
 
 
@@ -208,9 +210,10 @@ def _label(envelope: Envelope, case: Case, check_schema: SchemaCheck | None) -> 
         return Label.EMPTY, [f"HTTP 200 but the body is not a JSON object: {snippet[:120]}"], None
     if body.get("error") or body.get("object") == "error":
         return Label.DROP, [f"HTTP 200 carrying an error: {error_message(body)}"], None
-    reply = read_reply(body)
-    if reply is None:
+    read = read_reply(body)
+    if read is None:
         return Label.EMPTY, ["HTTP 200 with no choices"], None
+    reply = read
     if envelope.stream_complete is False and reply.finish_reason is None:
         return Label.TRUNCATED, ["stream ended before a finish_reason"], reply
     return _grade_reply(reply, case, check_schema)

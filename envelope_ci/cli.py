@@ -5,14 +5,14 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from . import __version__
+from .config import RunConfig
 from .errors import UsageError
 from .fixtures import PINS_NAME, fixtures_hash, load_cases
 from .model import ExitCode, Lane, RetryPolicy
-from .config import RunConfig
 
 EPILOG = """\
 exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive

@@ -1,11 +1,12 @@
 """RunConfig and thresholds: every default in one place, ``envelope-ci.yaml`` validated."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
 import os
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
 
 import jsonschema
 

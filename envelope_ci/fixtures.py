@@ -8,11 +8,12 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import jsonschema
 import yaml
@@ -193,7 +194,8 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     items = _unwrap(data)
     if items is None:
         raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
-    out, resume = [], {}
+    out: list[RawCase] = []
+    resume: dict[str, int] = {}
     for item in items:
         case_id = item.get("id") if isinstance(item, dict) else None
         line, after = _id_line(text, case_id, resume.get(case_id, 0) if isinstance(case_id, str) else 0)
@@ -370,7 +372,7 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
             raws += parse_file(path, shown)
         except UsageError as exc:
             problems += exc.problems
-    for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws)):
+    for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws), strict=True):
         if found:
             problems += found
             continue

@@ -5,9 +5,10 @@ planted envelopes alone.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any, Mapping
+from typing import Any
 
 # Bump whenever grading semantics change: it is part of every fingerprint, so pins
 # written by an older grader stop being compared as like-for-like.
@@ -204,7 +205,7 @@ class Fingerprint:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Fingerprint":
+    def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
         return cls(
             lane=str(data.get("lane", "")),
             endpoint_class=str(data.get("endpoint_class", "")),

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")

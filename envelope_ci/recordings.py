@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .model import Envelope
+
 
 def envelope_to_raw(env: Envelope) -> dict[str, Any]:
     """An envelope in the fixture ``recorded`` shape (only the fields that are set)."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .analysis import Alert, CaseResult
 from .model import Fingerprint, Outcome, Pins, Verdict

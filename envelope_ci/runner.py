@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .analysis import (
     Alert,
@@ -36,11 +37,11 @@ from .model import (
     Thresholds,
     Verdict,
 )
+from .parallel import MIN_ITEMS, parallel_map, run_concurrently
 from .pins import read_pins, render_pins, write_refusal
 from .render.junit import render_junit
 from .render.markdown import render_markdown
 from .report import base_diff, build_report, dump_report
-from .parallel import MIN_ITEMS, parallel_map, run_concurrently
 from .schemas import SchemaCache
 from .secrets import Secrets
 
@@ -86,7 +87,7 @@ def grade_all(cases: Sequence[Case], envelopes: Mapping[str, list[Envelope]]) ->
     def grade(case: Case) -> list[Grade]:
         return [classify(e, case, schemas.check_for(case.schema)) for e in envelopes[case.id]]
 
-    return dict(zip((c.id for c in cases), parallel_map(grade, cases)))
+    return dict(zip((c.id for c in cases), parallel_map(grade, cases), strict=True))
 
 
 @dataclass(frozen=True)
@@ -287,7 +288,10 @@ def write_reports(report: Mapping[str, Any], out_dir: Path) -> list[Path]:
     paths = [out_dir / name for name in renderers]
 
     def job(path: Path, render: Callable[[Mapping[str, Any]], str]) -> Callable[[], None]:
-        return lambda: path.write_text(render(report), "utf-8")
+        def write() -> None:
+            path.write_text(render(report), "utf-8")
 
-    run_concurrently([job(p, r) for p, r in zip(paths, renderers.values())], parallel=len(report["cases"]) >= MIN_ITEMS)
+        return write
+
+    run_concurrently([job(p, r) for p, r in zip(paths, renderers.values(), strict=True)], parallel=len(report["cases"]) >= MIN_ITEMS)
     return paths

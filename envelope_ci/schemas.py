@@ -1,7 +1,8 @@
 """Compile each case's JSON Schema once, however many cases share it."""
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jsonschema
 

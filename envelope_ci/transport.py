@@ -15,9 +15,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import requests
 import urllib3
@@ -33,6 +34,7 @@ USER_AGENT = "envelope-ci"
 _SECRET_HEADERS = frozenset({"set-cookie", "authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"})
 # Everything a socket read can throw once requests hands us the raw stream.
 _TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+DEFAULT_RETRY = RetryPolicy()
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 
 
@@ -401,7 +403,7 @@ def run_live(
     *,
     concurrency: int = 4,
     repeats: int = 1,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = DEFAULT_RETRY,
     record: Path | None = None,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
@@ -477,7 +479,7 @@ class Interrupts:
         self.stop = stop
         self._saved: dict[int, Any] = {}
 
-    def __enter__(self) -> "Interrupts":
+    def __enter__(self) -> Interrupts:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._saved[sig] = signal.signal(sig, self._handle)

@@ -192,8 +192,9 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 __all__ = [
     "Behaviour",
@@ -350,48 +351,48 @@ class Behaviour:
     # ---- successes
     @classmethod
     def ok(cls, content: str = "Hello! How can I help you today?", finish_reason: str = "stop",
-           usage: bool = True, **opts: Any) -> "Behaviour":
+           usage: bool = True, **opts: Any) -> Behaviour:
         return cls(kind="ok", content=content, finish_reason=finish_reason, usage=usage, **opts)
 
     @classmethod
     def tool_call(cls, name: str = "get_weather", arguments: str | dict = '{"city":"Edinburgh"}', *,
-                  content: str | None = None, finish_reason: str = "tool_calls", **opts: Any) -> "Behaviour":
+                  content: str | None = None, finish_reason: str = "tool_calls", **opts: Any) -> Behaviour:
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments, separators=(",", ":"))
         return cls(kind="tool_call", tool_name=name, tool_arguments=arguments, content=content,
                    finish_reason=finish_reason, **opts)
 
     @classmethod
-    def refusal(cls, text: str = "I'm very sorry, but I can't assist with that.", **opts: Any) -> "Behaviour":
+    def refusal(cls, text: str = "I'm very sorry, but I can't assist with that.", **opts: Any) -> Behaviour:
         return cls(kind="refusal", refusal_text=text, content=None, finish_reason="stop", **opts)
 
     @classmethod
-    def length(cls, content: str = '{"', **opts: Any) -> "Behaviour":
+    def length(cls, content: str = '{"', **opts: Any) -> Behaviour:
         return cls(kind="ok", content=content, finish_reason="length", **opts)
 
     @classmethod
-    def content_filter(cls, **opts: Any) -> "Behaviour":
+    def content_filter(cls, **opts: Any) -> Behaviour:
         return cls(kind="content_filter", content=None, finish_reason="content_filter", **opts)
 
     @classmethod
-    def empty_choices(cls, **opts: Any) -> "Behaviour":
+    def empty_choices(cls, **opts: Any) -> Behaviour:
         return cls(kind="empty_choices", content=None, finish_reason=None, **opts)
 
     @classmethod
-    def null_content(cls, **opts: Any) -> "Behaviour":
+    def null_content(cls, **opts: Any) -> Behaviour:
         return cls(kind="null_content", content=None, finish_reason="stop", **opts)
 
     @classmethod
-    def malformed_json(cls, **opts: Any) -> "Behaviour":
+    def malformed_json(cls, **opts: Any) -> Behaviour:
         return cls(kind="malformed_json", **opts)
 
     @classmethod
-    def html_200(cls, **opts: Any) -> "Behaviour":
+    def html_200(cls, **opts: Any) -> Behaviour:
         return cls(kind="html_200", **opts)
 
     # ---- HTTP errors
     @classmethod
-    def status(cls, code: int, body: Any = None, headers: dict[str, Any] | None = None, **opts: Any) -> "Behaviour":
+    def status(cls, code: int, body: Any = None, headers: dict[str, Any] | None = None, **opts: Any) -> Behaviour:
         if body is None:
             body = {"error": {"message": _phrase(code),
                               "type": "server_error" if code >= 500 else "invalid_request_error",
@@ -400,7 +401,7 @@ class Behaviour:
 
     @classmethod
     def rate_limited(cls, retry_after: float | str | None = None, retry_after_ms: float | str | None = None,
-                     retry_after_date: Any = None, **opts: Any) -> "Behaviour":
+                     retry_after_date: Any = None, **opts: Any) -> Behaviour:
         if retry_after is not None and retry_after_date is not None:
             raise ValueError("retry_after and retry_after_date both set a Retry-After header")
         h: dict[str, Any] = {
@@ -421,11 +422,11 @@ class Behaviour:
         return cls.status(429, RATE_LIMIT_BODY, h, **opts)
 
     @classmethod
-    def quota_exhausted(cls, **opts: Any) -> "Behaviour":
+    def quota_exhausted(cls, **opts: Any) -> Behaviour:
         return cls.status(429, QUOTA_BODY, opts.pop("headers", None), **opts)
 
     @classmethod
-    def server_error(cls, code: int = 500, **opts: Any) -> "Behaviour":
+    def server_error(cls, code: int = 500, **opts: Any) -> Behaviour:
         extra = opts.pop("headers", None) or {}
         if code == 500:
             return cls.status(500, OPENAI_500_BODY, extra, **opts)
@@ -439,49 +440,49 @@ class Behaviour:
         return cls.status(code, None, extra, **opts)
 
     @classmethod
-    def bad_request_context_length(cls, **opts: Any) -> "Behaviour":
+    def bad_request_context_length(cls, **opts: Any) -> Behaviour:
         return cls.status(400, CONTEXT_LENGTH_BODY, opts.pop("headers", None), **opts)
 
     @classmethod
-    def unauthorized(cls, **opts: Any) -> "Behaviour":
+    def unauthorized(cls, **opts: Any) -> Behaviour:
         return cls.status(401, UNAUTHORIZED_BODY, opts.pop("headers", None), **opts)
 
     @classmethod
-    def flat_error(cls, **opts: Any) -> "Behaviour":
+    def flat_error(cls, **opts: Any) -> Behaviour:
         return cls.status(400, FLAT_ERROR_BODY, opts.pop("headers", None), **opts)
 
     # ---- transport faults
     @classmethod
-    def reset(cls, partial: bool = True, **opts: Any) -> "Behaviour":
+    def reset(cls, partial: bool = True, **opts: Any) -> Behaviour:
         return cls(kind="reset", partial=partial, **opts)
 
     @classmethod
-    def hang(cls, seconds: float = 30.0, content: str = "This answer arrived late.", **opts: Any) -> "Behaviour":
+    def hang(cls, seconds: float = 30.0, content: str = "This answer arrived late.", **opts: Any) -> Behaviour:
         return cls(kind="hang", seconds=float(seconds), content=content, **opts)
 
     @classmethod
     def slow_body(cls, chunks: int = 5, gap_ms: float = 200.0,
-                  content: str = "This answer trickles in very slowly, piece by piece.", **opts: Any) -> "Behaviour":
+                  content: str = "This answer trickles in very slowly, piece by piece.", **opts: Any) -> Behaviour:
         if chunks < 1:
             raise ValueError("chunks must be >= 1")
         return cls(kind="slow_body", chunks=int(chunks), gap_ms=float(gap_ms), content=content, **opts)
 
     @classmethod
-    def huge(cls, n_bytes: int | None = None, **opts: Any) -> "Behaviour":
+    def huge(cls, n_bytes: int | None = None, **opts: Any) -> Behaviour:
         return cls(kind="huge", n_bytes=n_bytes, **opts)
 
     # ---- special streams
     @classmethod
-    def stream_cut(cls, content: str = "The answer is", **opts: Any) -> "Behaviour":
+    def stream_cut(cls, content: str = "The answer is", **opts: Any) -> Behaviour:
         return cls(kind="stream_cut", content=content, finish_reason=None, **opts)
 
     @classmethod
     def stream_error(cls, content: str = "Partial",
-                     message: str = "Internal server error: generation failed", **opts: Any) -> "Behaviour":
+                     message: str = "Internal server error: generation failed", **opts: Any) -> Behaviour:
         return cls(kind="stream_error", content=content, error_message=message, **opts)
 
     @classmethod
-    def stream_azure_prefilter(cls, content: str = "Hello! How can I help you today?", **opts: Any) -> "Behaviour":
+    def stream_azure_prefilter(cls, content: str = "Hello! How can I help you today?", **opts: Any) -> Behaviour:
         return cls(kind="stream_azure_prefilter", content=content, **opts)
 
 
@@ -558,7 +559,7 @@ class _Server(http.server.ThreadingHTTPServer):
     block_on_close = False  # we track and join our own threads, with a timeout
     request_queue_size = 128
 
-    def __init__(self, addr: tuple[str, int], handler: type, fake: "FakeOpenAI") -> None:
+    def __init__(self, addr: tuple[str, int], handler: type, fake: FakeOpenAI) -> None:
         self.fake = fake
         self._conns: set[socket.socket] = set()
         self._conn_threads: set[threading.Thread] = set()
@@ -1138,7 +1139,7 @@ class FakeOpenAI:
         self._thread: threading.Thread | None = None
 
     # ---- lifecycle
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         if self._server is not None:
             return self
         self._stop.clear()
@@ -1165,7 +1166,7 @@ class FakeOpenAI:
 
     stop = close
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

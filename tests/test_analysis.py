@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, MODEL, OTHER_MODEL, chat_body, grade, make_case, recorded, transport_error
+
 from envelope_ci.analysis import (
     CaseResult,
     case_label,

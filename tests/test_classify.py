@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import (
     AZURE_FILTER_RESULTS,
     ERROR_BODIES,
@@ -16,6 +15,7 @@ from conftest import (
     tool_call,
     transport_error,
 )
+
 from envelope_ci.classify import TRANSIENT_STATUSES, cut_mid_value, error_message, subset_mismatch
 from envelope_ci.model import Envelope, Label
 

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     EXAMPLES,
     MODEL,
@@ -243,7 +242,7 @@ def test_replay_problems(gate, tmp_path):
 OK = "- id: ok\n  prompt: p\n  completion: fine\n"
 BOMB = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
-    for prev, name in zip([None, "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi")
+    for prev, name in zip([None, "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi", strict=False)
 )
 
 BAD_INPUTS = {
@@ -279,7 +278,7 @@ def test_bad_input_exits_2_with_one_line_per_problem(tmp_path, name):
     assert result.code == 2, result.out + result.err
     assert "Traceback" not in result.err
     assert len(result.err_lines) == len(expected), result.err
-    for line, needles in zip(result.err_lines, expected):
+    for line, needles in zip(result.err_lines, expected, strict=False):
         assert line.startswith("error: "), line
         for needle in needles:
             assert needle in line, (needle, line)

@@ -25,27 +25,16 @@ from typing import Any
 
 import pytest
 import yaml
+from github_stub import (
+    BOT_LOGIN,
+    PAT_LOGIN,
+    PAT_TOKEN,
+    READ_TOKEN,
+    WRITE_TOKEN,
+    GitHubStub,
+)
 
 from envelope_ci.github import COMMENT_LIMIT, SUMMARY_LIMIT, marker_for
-
-try:
-    from tests.github_stub import (
-        BOT_LOGIN,
-        PAT_LOGIN,
-        PAT_TOKEN,
-        READ_TOKEN,
-        WRITE_TOKEN,
-        GitHubStub,
-    )
-except ImportError:  # pragma: no cover - depends on how pytest was started
-    from github_stub import (  # type: ignore[no-redef,import-not-found]
-        BOT_LOGIN,
-        PAT_LOGIN,
-        PAT_TOKEN,
-        READ_TOKEN,
-        WRITE_TOKEN,
-        GitHubStub,
-    )
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "entrypoint.py"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import EXAMPLES, run_cli, run_report
+
 from envelope_ci.model import Label
 
 pytestmark = pytest.mark.usefixtures("clean_env")

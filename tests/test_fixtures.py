@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, chat_body, make_suite, recorded, transport_error, write_replay
+
 from envelope_ci.errors import Problem, UsageError
 from envelope_ci.fixtures import (
     MAX_YAML_ALIASES,
@@ -203,7 +203,7 @@ def test_python_tags_are_refused(tmp_path):
 
 BILLION_LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
-    for prev, name in zip([None, "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi")
+    for prev, name in zip([None, "a", "b", "c", "d", "e", "f", "g", "h"], "abcdefghi", strict=False)
 )
 
 

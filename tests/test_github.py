@@ -12,6 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from github_stub import (
+    BOT_LOGIN,
+    PAT_LOGIN,
+    PAT_TOKEN,
+    READ_TOKEN,
+    REPO_ID,
+    WRITE_TOKEN,
+    GitHubStub,
+)
 
 from envelope_ci.github import (
     SUMMARY_LIMIT,
@@ -28,29 +37,6 @@ from envelope_ci.github import (
     warning,
     write_outputs,
 )
-
-# tests/ is a namespace package under `python -m pytest` but a bare directory on sys.path
-# under plain `pytest`; accept both so nobody has to add or avoid a tests/__init__.py.
-try:
-    from tests.github_stub import (
-        BOT_LOGIN,
-        PAT_LOGIN,
-        PAT_TOKEN,
-        READ_TOKEN,
-        REPO_ID,
-        WRITE_TOKEN,
-        GitHubStub,
-    )
-except ImportError:  # pragma: no cover - depends on how pytest was started
-    from github_stub import (  # type: ignore[no-redef,import-not-found]
-        BOT_LOGIN,
-        PAT_LOGIN,
-        PAT_TOKEN,
-        READ_TOKEN,
-        REPO_ID,
-        WRITE_TOKEN,
-        GitHubStub,
-    )
 
 PR = 7
 MARKER = marker_for("default")

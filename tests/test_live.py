@@ -420,12 +420,12 @@ def test_stream_held_open_after_done_is_still_an_answer(tmp_path):
 def test_results_keep_fixture_order_whatever_finishes_first(tmp_path, srv):
     delays = [400, 340, 280, 220, 160, 100, 40, 0]
     keys = [f"order-{i}" for i in range(len(delays))]
-    for key, delay in zip(keys, delays):
+    for key, delay in zip(keys, delays, strict=False):
         srv.plant(key, Behaviour.ok("Hello", delay_ms=delay))
     run = live(tmp_path, srv.url, [case(k) for k in keys], "--concurrency", "8")
     assert run.code == 0
     assert [c["id"] for c in run.report["cases"]] == keys
-    for key, delay in zip(keys, delays):
+    for key, delay in zip(keys, delays, strict=False):
         ms = run.case(key)["ms"]
         assert delay <= ms < delay + 150, (key, ms)  # each case got its own envelope
     assert run.wall < sum(delays) / 1000  # and they ran side by side
@@ -555,7 +555,7 @@ def test_record_then_replay_gives_the_same_grades(tmp_path, srv, stream):
     assert first.report["run"]["mode"] == "live"
     keys = ("id", "label", "channel", "attempts", "repeats", "ms", "ms_p95", "ttft_ms", "chars", "tokens", "model_id",
             "finish_reason", "http_status", "reasons")
-    for a, b in zip(first.report["cases"], replayed.report["cases"]):
+    for a, b in zip(first.report["cases"], replayed.report["cases"], strict=False):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
     assert first.report["summary"] == replayed.report["summary"]
     assert first.code == replayed.code

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import (
     EXAMPLES,
     MODEL,
@@ -21,6 +20,7 @@ from conftest import (
     write_pins,
     write_replay,
 )
+
 from envelope_ci.errors import UsageError
 from envelope_ci.model import Fingerprint, Lane, Pin, Pins
 from envelope_ci.pins import PINS_FORMAT, PINS_VERSION, parse_pins, read_pins, render_pins, write_refusal

@@ -6,7 +6,6 @@ import re
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import (
     EXAMPLES,
     MODEL,
@@ -21,6 +20,7 @@ from conftest import (
     transport_error,
     write_replay,
 )
+
 from envelope_ci.model import Channel, Label
 from envelope_ci.render.console import render_console
 from envelope_ci.render.junit import render_junit

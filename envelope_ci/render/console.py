@@ -1,7 +1,8 @@
 """report dict -> the one-screen summary printed on stdout."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .escape import clean
 

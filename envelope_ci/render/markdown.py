@@ -5,7 +5,8 @@ model output, server messages, fixture text) goes through ``escape``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from tabulate import tabulate
 

@@ -177,7 +177,7 @@ def classify(envelope: Envelope, case: Case, check_schema: SchemaCheck | None = 
         tokens = max(1, round(chars / 4)) if chars else 0
     return Grade(
         label=label,
-        reasons=tuple(reasons),
+        reasons=(*reasons, *envelope.notes),
         text=text,
         finish_reason=reply.finish_reason if reply else None,
         model_id=reply.model_id if reply else None,

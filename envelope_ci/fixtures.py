@@ -317,6 +317,7 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         error=data.get("error"),
         attempts=int(data.get("attempts", 1)),
         stream_complete=data.get("stream_complete"),
+        notes=tuple(data.get("notes") or ()),
     )
 
 
@@ -432,6 +433,8 @@ def _plainly_valid(env: Any) -> bool:
     if "attempts" in env and not (type(env["attempts"]) is int and env["attempts"] >= 1):
         return False
     if any(key in env and type(env[key]) is not bool for key in ("stream", "stream_complete")):
+        return False
+    if "notes" in env and not (type(env["notes"]) is list and all(type(n) is str for n in env["notes"])):
         return False
     return "request" not in env or type(env["request"]) is dict
 

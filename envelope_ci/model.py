@@ -133,6 +133,7 @@ class Envelope:
     completion: str | None = None
     attempts: int = 1
     stream_complete: bool | None = None
+    notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
 
 
 @dataclass(frozen=True)

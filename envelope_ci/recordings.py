@@ -25,6 +25,8 @@ def envelope_to_raw(env: Envelope) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     out["attempts"] = env.attempts
+    if env.notes:
+        out["notes"] = list(env.notes)
     return out
 
 

@@ -364,17 +364,21 @@ def call_with_retries(
         log.append(entry)
         retry, why = retry_verdict(env, label)
         if not retry:
-            return replace(env, attempts=attempt), log
+            notes = (f"not retried: {why}",) if label.is_transport else ()
+            return replace(env, attempts=attempt, notes=notes), log
         wanted = retry_after_s(env.headers)
+        gave_up = None
         if wanted is not None and wanted > policy.max_retry_after_s:
-            entry["gave_up"] = f"server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s"
-            return replace(env, attempts=attempt), log
-        if attempt >= policy.max_attempts or stop.is_set():
-            entry["gave_up"] = "per-case attempts spent" if attempt >= policy.max_attempts else "interrupted"
-            return replace(env, attempts=attempt), log
-        if not budget.take():
-            entry["gave_up"] = "run retry budget spent"
-            return replace(env, attempts=attempt), log
+            gave_up = f"the server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s (--max-retry-after)"
+        elif attempt >= policy.max_attempts:
+            gave_up = f"gave up after {attempt} attempt(s) (--max-attempts)"
+        elif stop.is_set():
+            gave_up = "interrupted before a retry"
+        elif not budget.take():
+            gave_up = f"the run's retry budget is spent (--retry-budget {policy.run_budget})"
+        if gave_up:
+            entry["gave_up"] = gave_up
+            return replace(env, attempts=attempt, notes=(gave_up,)), log
         # Retry-After 0 or negative (Azure sends -1) is no wait at all: back off instead of hammering.
         delay = wanted if wanted is not None and wanted > 0 else backoff_s(attempt, policy, rng)
         entry["retry_in_s"] = round(delay, 3)

@@ -207,7 +207,8 @@ def test_refused_connection_is_retried_up_to_max_attempts(tmp_path, monkeypatch)
     assert [e["attempt"] for e in log] == [1, 2, 3]
     assert BACKOFF_1[0] <= log[0]["retry_in_s"] <= BACKOFF_1[1]
     assert BACKOFF_2[0] <= log[1]["retry_in_s"] <= BACKOFF_2[1]
-    assert log[2]["gave_up"] == "per-case attempts spent"
+    assert log[2]["gave_up"] == "gave up after 3 attempt(s) (--max-attempts)"
+    assert "gave up after 3 attempt(s) (--max-attempts)" in got["reasons"]  # said in the report too
     assert run.wall >= BACKOFF_1[0] + BACKOFF_2[0]
     # the key never leaks, not even through a connection error
     assert_no_key(run, rec)
@@ -237,6 +238,7 @@ def test_retry_after_beyond_the_cap_gives_up_at_once(tmp_path, srv):
     assert got["label"] == "drop" and got["attempts"] == 1 and srv.attempts("rl-long") == 1
     assert run.wall < 3.0
     assert "120" in read_jsonl(rec)[0]["attempt_log"][0]["gave_up"]
+    assert any("retry after 120 s, more than the cap of 5 s" in r for r in got["reasons"])  # the report says why
     assert run.code == 3
 
 

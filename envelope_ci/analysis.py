@@ -118,7 +118,9 @@ def judge_case(
     label = case_label(grades)
     measure = measure_of(grades)
     model_ids = sorted({g.model_id for g in grades if g.model_id})
-    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, run_fp.temperature, run_fp.grader_version)
+    # A case may set its own temperature; what was sent is what the measurement means.
+    temperature = float(case.request.get("temperature", run_fp.temperature))
+    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version)
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
@@ -254,10 +256,12 @@ def lanes_report(results: Sequence[CaseResult]) -> dict[str, Any]:
     }
 
 
-def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str) -> dict[str, Any]:
-    """Which cases the fixtures added, removed or modified since the pins were written."""
+def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str, files: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Which cases (and files) the fixtures added, removed or modified since the pins were written."""
     if pins is None:
-        return {"hash": current_hash, "pinned_hash": None, "changed": False, "added": [], "removed": [], "modified": []}
+        return {"hash": current_hash, "pinned_hash": None, "changed": False, "added": [], "removed": [], "modified": [], "files_changed": []}
+    files = files or {}
+    files_changed = sorted(p for p in set(files) | set(pins.files) if files.get(p) != pins.files.get(p)) if pins.files else []
     now = {c.id: c.digest for c in cases}
     added = sorted(set(now) - set(pins.cases))
     removed = sorted(set(pins.cases) - set(now))
@@ -269,6 +273,7 @@ def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str)
         "added": added,
         "removed": removed,
         "modified": modified,
+        "files_changed": files_changed,
     }
 
 
@@ -276,8 +281,12 @@ def fixtures_alert(changes: Mapping[str, Any]) -> Alert | None:
     if not changes["changed"]:
         return None
     parts = [f"{k}: {', '.join(changes[k][:10])}" for k in ("added", "removed", "modified") if changes[k]]
-    detail = "; ".join(parts) or "a non-case file changed (config or other data)"
-    return Alert("fixtures_changed", f"fixtures differ from the pinned hash ({detail}); rewrite the pins on an adjudication run and commit them in this PR")
+    files = changes.get("files_changed") or []
+    if files:
+        parts.append(f"files: {', '.join(files[:10])}")
+    if not any(changes[k] for k in ("added", "removed", "modified")):
+        parts.append("no case changed: a comment, formatting, or a non-case file such as envelope-ci.yaml")
+    return Alert("fixtures_changed", f"fixtures differ from the pinned hash ({'; '.join(parts)}); rewrite the pins on an adjudication run and commit them in this PR")
 
 
 def decide(
@@ -291,6 +300,7 @@ def decide(
         return Verdict.FAIL
     delivered = sum(r.delivered for r in results)
     share = delivered / len(results) if results else 0.0
-    if blockers or share < t.min_delivered_share or (t.min_delivered_share > 0 and delivered == 0):
+    # Nothing delivered is never a pass, whatever the configured share: there is no evidence.
+    if blockers or share < t.min_delivered_share or delivered == 0:
         return Verdict.INCONCLUSIVE
     return Verdict.PASS

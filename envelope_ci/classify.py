@@ -103,7 +103,7 @@ def _tool_call_text(call: Mapping[str, Any]) -> str:
 
 def json_payload(reply: Reply) -> str:
     """The text that must parse as JSON: content, or the arguments of a lone tool call."""
-    if reply.content:
+    if reply.content and reply.content.strip():
         return reply.content
     if len(reply.tool_calls) == 1:
         fn = reply.tool_calls[0].get("function")
@@ -221,7 +221,8 @@ def _label(envelope: Envelope, case: Case, check_schema: SchemaCheck | None) -> 
 
 def _grade_reply(reply: Reply, case: Case, check_schema: SchemaCheck | None) -> tuple[Label, list[str], Reply]:
     reasons: list[str] = []
-    spoke = bool(reply.content) or bool(reply.tool_calls) or reply.refusal is not None
+    # Whitespace alone is not an answer: a server that pads an empty completion has said nothing.
+    spoke = bool(reply.content and reply.content.strip()) or bool(reply.tool_calls) or reply.refusal is not None
     if reply.finish_reason == "length":
         return Label.TRUNCATED, ["finish_reason is 'length' (hit the token limit)"], reply
     if not spoke and reply.finish_reason != "content_filter":

@@ -91,6 +91,10 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         raise UsageError("--base-url and --replay are exclusive: a replay grades recorded envelopes offline")
     if args.record and not args.base_url:
         raise UsageError("--record needs a live run (--base-url or EVAL_BASE_URL)")
+    for flag, path in (("--out", args.out), ("--record", args.record)):
+        if path is not None and path.resolve().is_relative_to(args.fixtures.resolve()):
+            raise UsageError(f"{flag} {path} is inside the fixtures directory {args.fixtures}: what it writes would be read as fixtures "
+                             "and change the fixtures hash; write it elsewhere")
     if args.base_url and not args.model:
         raise UsageError("a live run needs --model (or EVAL_MODEL)")
     return RunConfig(
@@ -178,3 +182,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C: leave at once
         print("envelope-ci: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of ours must not exit 1, which CI reads as a regression
+        print(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -67,10 +68,19 @@ def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
     return out
 
 
+def fixture_digests(root: Path, exclude: set[Path]) -> dict[str, str]:
+    """Each fixtures file (relative POSIX path) and the digest of its bytes, sorted by path."""
+    return {p.relative_to(root).as_posix(): digest_bytes(p.read_bytes()) for p in fixture_files(root, exclude)}
+
+
+def hash_of_digests(digests: Mapping[str, str]) -> str:
+    """The fixtures hash: one digest over every (path, file digest) pair."""
+    return digest([[path, value] for path, value in sorted(digests.items())])
+
+
 def fixtures_hash(root: Path, exclude: set[Path]) -> str:
     """Hash of the fixtures directory: relative paths and bytes of every file but the excluded."""
-    entries = [[p.relative_to(root).as_posix(), digest_bytes(p.read_bytes())] for p in fixture_files(root, exclude)]
-    return digest(entries)
+    return hash_of_digests(fixture_digests(root, exclude))
 
 
 def case_files(root: Path, exclude: set[Path]) -> list[Path]:
@@ -118,6 +128,22 @@ def _construct_located_map(loader: _LineLoader, node: yaml.MappingNode) -> Itera
 
 
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_located_map)
+# An unquoted `2024-09-26` is meant as the text a model would answer, not a date object
+# (which is not JSON and could be neither hashed nor compared with a parsed answer).
+_LineLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+
+
+class NotJSON(ValueError):
+    """A JSON text used NaN or Infinity, which JSON does not have (Python's json accepts them)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJSON(f"{name} is not valid JSON (use null or a finite number)")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses NaN and Infinity instead of letting them poison hashes and reports."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def _expanded_size(value: Any, budget: int) -> int:
@@ -188,9 +214,11 @@ def _id_line(text: str, case_id: Any, start: int = 0) -> tuple[int | None, int]:
 
 def parse_json(text: str, shown: str) -> list[RawCase]:
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as exc:
         raise UsageError([_json_problem(shown, exc)]) from None
+    except NotJSON as exc:
+        raise UsageError([Problem(shown, None, None, str(exc))]) from None
     items = _unwrap(data)
     if items is None:
         raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
@@ -211,9 +239,11 @@ def parse_jsonl(text: str, shown: str) -> list[RawCase]:
         if not line.strip():
             continue
         try:
-            out.append(RawCase(json.loads(line), shown, number, {}))
+            out.append(RawCase(loads_strict(line), shown, number, {}))
         except json.JSONDecodeError as exc:
             problems.append(_json_problem(shown, exc, number - 1))
+        except NotJSON as exc:
+            problems.append(Problem(shown, number, None, str(exc)))
     if problems:
         raise UsageError(problems)
     return out
@@ -247,16 +277,27 @@ def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> lis
     return out
 
 
-def lone_surrogate(value: Any, path: str = "") -> str | None:
-    """Where a string holds a lone UTF-16 surrogate (a JSON ``\\ud800`` escape): not Unicode text."""
+_SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not valid Unicode"
+
+
+def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text keys."""
     if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        return (path, _SURROGATE_WHY) if _SURROGATE.search(value) else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, f"{value} is not a JSON number (use null or a finite number)")
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if not isinstance(value, (dict, list)):
+        return path, f"a YAML {type(value).__name__} is not JSON: quote it"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
     for key, item in items:
         here = _SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
+        if isinstance(value, dict) and not isinstance(key, str):
+            return here, f"key {key!r} is not text: quote it"
         if isinstance(key, str) and _SURROGATE.search(key):
-            return here
-        found = lone_surrogate(item, here)
+            return here, _SURROGATE_WHY
+        found = not_json(item, here)
         if found is not None:
             return found
     return None
@@ -282,10 +323,11 @@ def validate_raw(raw: RawCase) -> list[Problem]:
         elif error.validator == "not" and not error.absolute_path:
             message = "give either 'completion' or 'recorded', not both"
         problems.append(Problem(raw.file, line, field_name or None, message))
-    where = lone_surrogate(raw.data)
-    if where is not None:
-        line = raw.key_lines.get(where.split(".")[0], raw.line)
-        problems.append(Problem(raw.file, line, where or None, "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not valid Unicode"))
+    found_not_json = not_json(raw.data)
+    if found_not_json is not None:
+        where, why = found_not_json
+        problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where or None, why))
+        return problems  # such a case cannot be hashed or its schema checked
     schema = raw.data.get("schema")
     if isinstance(schema, (dict, bool)):
         found = schema_problem(canonical_json(schema))
@@ -395,9 +437,11 @@ def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                yield number, json.loads(line)
+                yield number, loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise UsageError([_json_problem(path.as_posix(), exc, number - 1)]) from None
+            except NotJSON as exc:
+                raise UsageError([Problem(path.as_posix(), number, None, str(exc))]) from None
 
 
 @lru_cache(maxsize=1)

@@ -238,3 +238,4 @@ class Pins:
     fixtures_hash: str
     fingerprint: Fingerprint | None
     cases: Mapping[str, Pin]
+    files: Mapping[str, str] = field(default_factory=dict)  # path -> digest, to name what changed

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ PINS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "fixtures_hash": {"type": "string"},
+        "files": {"type": "object", "additionalProperties": {"type": "string"}},
         "fingerprint": _FINGERPRINT_SCHEMA,
         "cases": {
             "type": "object",
@@ -104,6 +105,7 @@ def parse_pins(text: str, shown: str) -> Pins:
         fixtures_hash=str(data.get("fixtures_hash", "")),
         fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
         cases={cid: pin_from_dict(p) for cid, p in data["cases"].items() if isinstance(p, dict)},
+        files=dict(data.get("files") or {}),
     )
 
 
@@ -130,7 +132,10 @@ def render_pins(pins: Pins) -> str:
         "fixtures_hash": pins.fixtures_hash,
         "fingerprint": pins.fingerprint.as_dict() if pins.fingerprint else None,
     }
-    lines = [canonical_json(head)[:-1] + ',"cases":{']
+    lines = [canonical_json(head)[:-1] + ',"files":{']
+    files = sorted(pins.files.items())
+    lines += [f"{canonical_json(path)}:{canonical_json(value)}" + ("," if i < len(files) - 1 else "") for i, (path, value) in enumerate(files)]
+    lines.append('},"cases":{')
     items = sorted(pins.cases.items())
     for i, (cid, pin) in enumerate(items):
         lines.append(f"{canonical_json(cid)}:{canonical_json(pin_to_dict(pin))}" + ("," if i < len(items) - 1 else ""))
@@ -145,6 +150,7 @@ def write_refusal(
     stored: Pins | None,
     move_baseline: bool,
     undelivered: list[str],
+    blockers: Sequence[str] = (),
 ) -> str | None:
     """Why these results may not become the pins, or None when they may.
 
@@ -159,6 +165,8 @@ def write_refusal(
     if undelivered:
         shown = ", ".join(undelivered[:5]) + (" ..." if len(undelivered) > 5 else "")
         return f"refusing to write pins: {len(undelivered)} case(s) got no gradeable envelope ({shown})"
+    if blockers:
+        return f"refusing to write pins: the run failed closed ({blockers[0]})"
     if stored is not None and stored.fingerprint is not None and not move_baseline:
         if stored.fingerprint.comparable_key() != run_fp.comparable_key():
             return (

@@ -23,7 +23,7 @@ from .channels import channel_for
 from .classify import classify
 from .config import RunConfig, load_file_config
 from .errors import Problem, UsageError
-from .fixtures import envelope_from_raw, fixtures_hash, load_cases, load_recordings
+from .fixtures import envelope_from_raw, fixture_digests, hash_of_digests, load_cases, load_recordings
 from .model import (
     VERDICT_EXIT,
     Case,
@@ -32,6 +32,7 @@ from .model import (
     Fingerprint,
     Grade,
     Lane,
+    Outcome,
     Pin,
     Pins,
     Thresholds,
@@ -116,12 +117,13 @@ def analyse(
     current_hash: str,
     config: RunConfig,
     thresholds: Thresholds,
+    files: Mapping[str, str] | None = None,
 ) -> Analysis:
     """Everything pure after grading: judge against pins, strata, lanes, the gate."""
     fp = run_fingerprint(config, grades)
     results = [judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases]
     strata, alerts = strata_report(results, thresholds)
-    changes = fixture_changes(cases, pins, current_hash)
+    changes = fixture_changes(cases, pins, current_hash, files)
     changed = fixtures_alert(changes)
     if changed:
         alerts.append(changed)
@@ -134,7 +136,7 @@ def analyse(
     return Analysis(results, summarize(results), strata, alerts, lanes_report(results), changes, fp, verdict, blockers)
 
 
-def new_pins(analysis: Analysis, thresholds: Thresholds) -> Pins:
+def new_pins(analysis: Analysis, thresholds: Thresholds, files: Mapping[str, str]) -> Pins:
     """This run as the baseline: each pin's channel judged on its own, not against the old pin."""
     cases: dict[str, Pin] = {}
     for r in analysis.results:
@@ -150,7 +152,26 @@ def new_pins(analysis: Analysis, thresholds: Thresholds) -> Pins:
             ms_p95=r.measure.ms_p95,
             fingerprint=Fingerprint(Lane.ADJUDICATION.value, *r.fingerprint.comparable_key()),
         )
-    return Pins(analysis.fixtures["hash"], analysis.fingerprint, cases)
+    return Pins(analysis.fixtures["hash"], analysis.fingerprint, cases, dict(files))
+
+
+def pins_update_of(before: Analysis, old: Pins | None, new: Pins) -> dict[str, Any]:
+    """What writing these pins changes: the pins that moved, and the regressions the new baseline accepts."""
+    moved = []
+    for cid, pin in new.cases.items():
+        prior = old.cases.get(cid) if old else None
+        if prior != pin:
+            moved.append({
+                "id": cid,
+                "from": {"label": prior.label, "chars": prior.chars, "tokens": prior.tokens, "ms": prior.ms} if prior else None,
+                "to": {"label": pin.label, "chars": pin.chars, "tokens": pin.tokens, "ms": pin.ms},
+            })
+    return {
+        "moved": moved,
+        "removed": sorted(set(old.cases) - set(new.cases)) if old else [],
+        "accepted_regressions": [r.case.id for r in before.results if r.outcome is Outcome.REGRESSION],
+        "previous_alerts": [a.code for a in before.alerts],
+    }
 
 
 def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | None) -> list[str]:
@@ -218,7 +239,8 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     file_config = load_file_config(config.fixtures_dir, config.config_path)
     thresholds = file_config.thresholds
     pins = read_pins(config.pins_path)
-    current_hash = fixtures_hash(config.fixtures_dir, excluded)
+    digests = fixture_digests(config.fixtures_dir, excluded)
+    current_hash = hash_of_digests(digests)
     interrupted, live_notes = False, []
     if config.base_url:
         if fetch is None:
@@ -229,21 +251,26 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
         envelopes = offline_envelopes(cases, load_recordings(config.replay, {c.id for c in cases}) if config.replay else None)
     grades = grade_all(cases, envelopes)
     del envelopes  # the bodies are the bulk of a big replay's memory; grades keep what is needed
-    analysis = analyse(cases, grades, pins, current_hash, config, thresholds)
+    analysis = analyse(cases, grades, pins, current_hash, config, thresholds, digests)
     if interrupted:
         analysis = replace(analysis, verdict=Verdict.INCONCLUSIVE, blockers=[*analysis.blockers, *live_notes])
 
     pins_written: Path | None = None
+    pins_update: dict[str, Any] | None = None
     if config.write_pins:
         undelivered = [r.case.id for r in analysis.results if not r.delivered]
-        refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, pins, config.move_baseline, undelivered)
+        refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, pins, config.move_baseline, undelivered, analysis.blockers)
         if refusal:
             raise UsageError(refusal)
-        pins = new_pins(analysis, thresholds)
+        written = new_pins(analysis, thresholds, digests)
         config.pins_path.parent.mkdir(parents=True, exist_ok=True)
-        config.pins_path.write_text(render_pins(pins), "utf-8")
+        config.pins_path.write_text(render_pins(written), "utf-8")
         pins_written = config.pins_path
-        analysis = analyse(cases, grades, pins, current_hash, config, thresholds)
+        pins_update = pins_update_of(analysis, pins, written)
+        pins = written
+        # From here on the run is judged against the baseline it just wrote; what the old
+        # baseline said about it (regressions accepted, pins moved) is in pins_update.
+        analysis = analyse(cases, grades, pins, current_hash, config, thresholds, digests)
 
     base_pins, base_info = load_base(config)
     if base_info is not None:
@@ -270,6 +297,8 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
         notes=_notes(pins, config, base_info),
         base=base_info,
     )
+    if pins_update is not None:
+        report["pins_update"] = pins_update
     secrets = Secrets([config.api_key, *file_config.headers.values()])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = secrets.scrub(report)

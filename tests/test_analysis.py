@@ -346,7 +346,8 @@ def test_fixture_changes():
     pins = Pins("sha256:old", PIN_FP, {"a": _pin(), "b": dataclasses.replace(_pin(), hash="sha256:stale"), "gone": _pin()})
     pins = Pins(pins.fixtures_hash, pins.fingerprint, {**pins.cases, "a": dataclasses.replace(_pin(), hash=a.digest)})
     changes = fixture_changes([a, b, c], pins, "sha256:new")
-    assert changes == {"hash": "sha256:new", "pinned_hash": "sha256:old", "changed": True, "added": ["c"], "removed": ["gone"], "modified": ["b"]}
+    assert changes == {"hash": "sha256:new", "pinned_hash": "sha256:old", "changed": True, "added": ["c"], "removed": ["gone"], "modified": ["b"],
+                       "files_changed": []}
     alert = fixtures_alert(changes)
     assert alert.code == "fixtures_changed"
     assert "added: c" in alert.message and "removed: gone" in alert.message and "modified: b" in alert.message
@@ -355,8 +356,13 @@ def test_fixture_changes():
     config_only = fixture_changes([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h2")
     assert (config_only["changed"], config_only["added"], config_only["removed"], config_only["modified"]) == (True, [], [], [])
     assert "non-case file" in fixtures_alert(config_only).message
+    # With per-file digests in the pins, the changed file is named even when no case changed.
+    with_files = Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}, {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:2"})
+    named = fixture_changes([a], with_files, "sha256:h2", {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:3", "new.txt": "sha256:4"})
+    assert named["files_changed"] == ["envelope-ci.yaml", "new.txt"]
+    assert "files: envelope-ci.yaml, new.txt" in fixtures_alert(named).message
     none = fixture_changes([a], None, "sha256:h")
-    assert none == {"hash": "sha256:h", "pinned_hash": None, "changed": False, "added": [], "removed": [], "modified": []}
+    assert none == {"hash": "sha256:h", "pinned_hash": None, "changed": False, "added": [], "removed": [], "modified": [], "files_changed": []}
 
 
 # -- the gate --------------------------------------------------------------------------------

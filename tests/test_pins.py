@@ -42,9 +42,11 @@ def test_render_is_versioned_canonical_one_case_per_line():
     assert text == render_pins(sample_pins())
     assert text.endswith("\n")
     lines = text.splitlines()
-    assert len(lines) == 1 + 2 + 1
-    head = json.loads(lines[0][: -len(',"cases":{')] + "}")
+    assert len(lines) == 1 + 1 + 2 + 1  # head (files follow, none here), cases opener, one line per case, closing
+    head = json.loads(lines[0][: -len(',"files":{')] + "}")
     assert head == {"format": PINS_FORMAT, "version": PINS_VERSION, "fixtures_hash": "sha256:fixtures", "fingerprint": FP.as_dict()}
+    assert lines[1] == '},"cases":{'
+    lines = lines[1:]
     assert lines[1].startswith('"alpha":') and lines[2].startswith('"zeta":')  # sorted ids
     assert lines[-1] == "}}"
     assert json.loads(lines[2].split(":", 1)[1]) == {
@@ -143,7 +145,9 @@ def test_adjudication_writes_pins_and_a_rerun_passes(tmp_path):
     suite = pinned_gate_suite(tmp_path)
     pins_path = suite / "envelope-pins.json"
     text = pins_path.read_text("utf-8")
-    assert text.count("\n") == 1 + 3 + 1  # head, one line per case, closing
+    files = read_pins(pins_path).files
+    assert len(files) == 1  # the suite's one case file, by path and digest
+    assert text.count("\n") == 1 + len(files) + 1 + 3 + 1  # head, one line per file, cases opener, one line per case, closing
     pins = read_pins(pins_path)
     assert pins.fingerprint == Fingerprint("adjudication", "unspecified", MODEL, 0.0)
     assert {cid: (p.label, p.channel) for cid, p in pins.cases.items()} == {
@@ -241,7 +245,7 @@ def test_hash_command_prints_the_pinned_hash(tmp_path):
 def test_unchanged_copy_is_not_changed(tmp_path):
     result, report = run_report(copy_example(tmp_path, SB), tmp_path / "out")
     assert result.code == 0
-    assert report["fixtures"] == {"hash": SB_PINNED_HASH, "pinned_hash": SB_PINNED_HASH, "changed": False, "added": [], "removed": [], "modified": []}
+    assert report["fixtures"] == {"hash": SB_PINNED_HASH, "pinned_hash": SB_PINNED_HASH, "changed": False, "added": [], "removed": [], "modified": [], "files_changed": []}
 
 
 def test_editing_a_case_is_modified(tmp_path):

@@ -45,6 +45,14 @@ def render_console(report: Mapping[str, Any], files: list[str] | None = None) ->
         lines.append(f"  {case['outcome']:<13} {_one_line(case['id'], 200)} [{case['label']}/{case['channel']}] {_one_line(where, 200)} — {_one_line('; '.join(case['reasons']))}")
     if len(failing) > MAX_LISTED:
         lines.append(f"  … and {len(failing) - MAX_LISTED} more not-stable cases (see report.md)")
+    update = report.get("pins_update")
+    if update:
+        lines.append(f"pins: {len(update['moved'])} moved, {len(update['removed'])} removed; judged against the new pins above")
+        if update["accepted_regressions"]:
+            ids = ", ".join(clean(i) for i in update["accepted_regressions"][:MAX_LISTED])
+            lines.append(f"pins: ACCEPTED into the baseline, regressions against the previous pins: {ids}")
+        if update["previous_alerts"]:
+            lines.append("pins: the previous pins raised: " + ", ".join(update["previous_alerts"]))
     for note in report.get("notes", []):
         lines.append(f"note: {_one_line(note, 200)}")
     if files:

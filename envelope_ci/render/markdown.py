@@ -197,6 +197,26 @@ def base_section(report: Mapping[str, Any], only_changed: bool) -> list[str]:
     return lines
 
 
+def pins_update_section(report: Mapping[str, Any]) -> list[str]:
+    """When this run wrote the pins: what moved, and which regressions the new baseline accepts."""
+    update = report.get("pins_update")
+    if not update:
+        return []
+    lines = ["### Pins written by this run", ""]
+    if update["accepted_regressions"]:
+        lines.append("**Accepted into the baseline** (regressions against the previous pins): " + ", ".join(inline(i) for i in update["accepted_regressions"]))
+        lines.append("")
+    if update["previous_alerts"]:
+        lines += ["The previous pins raised: " + ", ".join(f"`{a}`" for a in update["previous_alerts"]), ""]
+    if update["removed"]:
+        lines += ["Removed: " + ", ".join(inline(i) for i in update["removed"]), ""]
+    rows = [[cell(m["id"], 60), _brief(m["from"]), _brief(m["to"])] for m in update["moved"]]
+    lines += [f"{len(rows)} pins moved.", ""]
+    if rows:
+        lines += [table(["case", "previous pin", "new pin"], rows), ""]
+    return lines
+
+
 def cases_section(report: Mapping[str, Any], detail: str) -> list[str]:
     cases = report["cases"]
     if detail == "failing":
@@ -231,6 +251,7 @@ def render_markdown(report: Mapping[str, Any], detail: str = "full", title: str 
     parts += labels_section(report)
     parts += lanes_section(report)
     parts += fixtures_section(report)
+    parts += pins_update_section(report)
     parts += base_section(report, only_changed=detail == "failing")
     parts += cases_section(report, detail)
     return "\n".join(parts).rstrip() + "\n"

@@ -290,6 +290,10 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
             "fixtures_dir": config.fixtures_dir.as_posix(),
             "pins": config.pins_path.as_posix(),
             "repeats": config.repeats,
+            "replay": config.replay.as_posix() if config.replay else None,
+            "model_requested": config.model,
+            "endpoint_class": config.endpoint_class,
+            "temperature": config.temperature,
             "thresholds": thresholds.__dict__,
             "config_file": file_config.path.as_posix() if file_config.path else None,
         },
@@ -302,8 +306,8 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     secrets = Secrets([config.api_key, *file_config.headers.values()])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = secrets.scrub(report)
-    written = write_reports(report, config.out_dir)
-    return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
+    files = write_reports(report, config.out_dir)
+    return RunResult(report, VERDICT_EXIT[analysis.verdict], files, pins_written)
 
 
 def write_reports(report: Mapping[str, Any], out_dir: Path) -> list[Path]:

@@ -5,6 +5,7 @@ model output, server messages, fixture text) goes through ``escape``.
 """
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -146,6 +147,22 @@ def lanes_section(report: Mapping[str, Any]) -> list[str]:
     return ["### Lanes", "", line, "", counts, ""]
 
 
+def pin_command(run: Mapping[str, Any]) -> str:
+    """The command that rewrites the pins from the same kind of run as this one."""
+    words = ["envelope-ci", "run", run["fixtures_dir"], "--pins", run["pins"], "--lane", "adjudication"]
+    if run.get("endpoint_class") not in (None, "unspecified"):
+        words += ["--endpoint-class", run["endpoint_class"]]
+    if run.get("temperature"):
+        words += ["--temperature", str(run["temperature"])]
+    if run.get("mode") == "replay" and run.get("replay"):
+        words += ["--replay", run["replay"]]
+    command = " ".join(shlex.quote(str(w)) for w in words)
+    if run.get("mode") == "live":
+        model = shlex.quote(str(run.get("model_requested") or "MODEL"))
+        command += f' --base-url "$EVAL_BASE_URL" --model {model}'
+    return command + " --write-pins"
+
+
 def fixtures_section(report: Mapping[str, Any]) -> list[str]:
     f = report["fixtures"]
     lines = ["### Fixtures", ""]
@@ -163,7 +180,7 @@ def fixtures_section(report: Mapping[str, Any]) -> list[str]:
             "",
             "The fixtures changed without a pin update. Run this locally (not in CI), review the diff of the pins file, and commit it in this PR:",
             "",
-            fenced(f"envelope-ci run {run['fixtures_dir']} --pins {run['pins']} --lane adjudication --write-pins", "sh"),
+            fenced(pin_command(run), "sh"),
         ]
     return lines + [""]
 

@@ -1,0 +1,146 @@
+"""Edges an independent review found: each once a traceback, a wrong exit code, or a report that hid something."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import (
+    RIGHT_JSON,
+    WRONG_JSON,
+    answer_envelope,
+    case,
+    grade,
+    make_suite,
+    pinned_gate_suite,
+    run_cli,
+    run_report,
+    transport_error,
+    write_pins,
+    write_replay,
+)
+
+from envelope_ci.analysis import judge_case
+from envelope_ci.model import Fingerprint, Label, Lane, Thresholds
+from envelope_ci.pins import write_refusal
+from envelope_ci.render.markdown import pin_command
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(clean_env):
+    return clean_env
+
+
+def test_an_unquoted_yaml_date_is_text_not_a_crash(tmp_path):
+    suite = make_suite(tmp_path, files={"c.yaml": "- id: d\n  prompt: p\n  completion: '{\"eta\": \"2024-09-26\"}'\n  expect_json: {eta: 2024-09-26}\n"})
+    result, report = run_report(suite, tmp_path / "out")
+    assert result.code == 0, result.err
+    assert report["cases"][0]["label"] == "right"
+
+
+@pytest.mark.parametrize("name,text", [
+    ("c.yaml", "- id: n\n  prompt: p\n  completion: x\n  timeout_s: .nan\n"),
+    ("c.jsonl", '{"id": "n", "prompt": "p", "completion": "x", "timeout_s": NaN}\n'),
+    ("c.json", '[{"id": "n", "prompt": "p", "completion": "x", "expect_json": Infinity}]\n'),
+])
+def test_nan_and_infinity_are_bad_input_with_a_location(tmp_path, name, text):
+    suite = make_suite(tmp_path, files={name: text})
+    result = run_cli(["run", suite, "--out", tmp_path / "out"])
+    assert result.code == 2 and "Traceback" not in result.err
+    assert len(result.err_lines) == 1 and name in result.err_lines[0]
+    assert "not" in result.err_lines[0] and ("JSON" in result.err_lines[0])
+
+
+def test_nan_in_a_replay_line_is_bad_input(tmp_path):
+    suite = make_suite(tmp_path, [case("a", completion="x")])
+    replay = tmp_path / "r.jsonl"
+    replay.write_text('{"id": "a", "recorded": {"http_status": 200, "elapsed_ms": NaN, "body": {}}}\n', "utf-8")
+    result = run_cli(["run", suite, "--out", tmp_path / "out", "--replay", replay])
+    assert result.code == 2 and f"{replay.as_posix()}:1" in result.err
+
+
+def test_an_internal_error_is_not_exit_1(tmp_path, monkeypatch):
+    suite = make_suite(tmp_path, [case("a", completion="x")])
+    import envelope_ci.runner as runner
+
+    def boom(*_a, **_k):
+        raise RuntimeError("planted bug")
+
+    monkeypatch.setattr(runner, "grade_all", boom)
+    result = run_cli(["run", suite, "--out", tmp_path / "out"])
+    assert result.code == 2 and "internal error" in result.err and "planted bug" in result.err
+
+
+def test_write_pins_refuses_a_run_that_failed_closed():
+    fp = Fingerprint("adjudication", "unspecified", None, 0.0)
+    why = write_refusal(Lane.ADJUDICATION, False, fp, None, False, [], ["the response named no model for: a"])
+    assert why is not None and "failed closed" in why and "named no model" in why
+
+
+def test_write_pins_reports_the_regressions_it_accepts(tmp_path):
+    suite = pinned_gate_suite(tmp_path)
+    replay = write_replay(tmp_path / "r.jsonl", [("s-right", answer_envelope(WRONG_JSON))])
+    result, report = run_report(suite, tmp_path / "out", "--replay", replay, "--lane", "adjudication", "--write-pins")
+    assert result.code == 0, result.out + result.err  # the new baseline itself is healthy (stretch 0/3)
+    update = report["pins_update"]
+    assert update["accepted_regressions"] == ["s-right"]
+    assert [m["id"] for m in update["moved"]] == ["s-right"]
+    assert update["moved"][0]["from"]["label"] == "right" and update["moved"][0]["to"]["label"] == "wrong"
+    assert "ACCEPTED into the baseline" in result.out and "s-right" in result.out
+    assert "Accepted into the baseline" in (tmp_path / "out" / "report.md").read_text("utf-8")
+
+
+def test_nothing_delivered_is_never_a_pass(tmp_path):
+    suite = make_suite(tmp_path, [case("a", recorded=transport_error()), case("b", recorded=transport_error())], config={"min_delivered_share": 0})
+    result, report = run_report(suite, tmp_path / "out")
+    assert result.code == 3 and report["verdict"] == "inconclusive"
+
+
+def test_a_case_temperature_is_in_its_fingerprint():
+    from conftest import make_case
+
+    kase = make_case(id="t", temperature=1.2, completion="x")
+    g = grade("x", kase)
+    result = judge_case(kase, [g], Fingerprint("smoke", "unspecified", None, 0.0), None, Thresholds())
+    assert result.fingerprint.temperature == 1.2
+
+
+@pytest.mark.parametrize("flag", ["--out", "--record"])
+def test_outputs_inside_the_fixtures_are_refused(tmp_path, flag):
+    suite = make_suite(tmp_path, [case("a", completion="x")])
+    argv = ["run", suite, "--out", suite / "out"] if flag == "--out" else \
+        ["run", suite, "--out", tmp_path / "out", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--record", suite / "rec.jsonl"]
+    result = run_cli(argv)
+    assert result.code == 2 and "inside the fixtures directory" in result.err
+    assert not (suite / "out").exists() and not (suite / "rec.jsonl").exists()
+
+
+def test_a_comment_only_edit_names_the_file(tmp_path):
+    suite = pinned_gate_suite(tmp_path)
+    with (suite / "cases.yaml").open("a", encoding="utf-8") as fh:
+        fh.write("# a reviewer's note\n")
+    result, report = run_report(suite, tmp_path / "out")
+    assert result.code == 1 and "fixtures_changed" in report["alerts"]
+    assert report["fixtures"]["files_changed"] == ["cases.yaml"] and report["fixtures"]["modified"] == []
+    message = next(a["message"] for a in report["alert_details"] if a["code"] == "fixtures_changed")
+    assert "files: cases.yaml" in message and "no case changed" in message
+
+
+def test_the_pin_command_reproduces_the_run():
+    base = {"fixtures_dir": "evals", "pins": "evals/envelope-pins.json", "endpoint_class": "unspecified", "temperature": 0.0}
+    assert pin_command({**base, "mode": "offline"}) == "envelope-ci run evals --pins evals/envelope-pins.json --lane adjudication --write-pins"
+    assert "--replay 'new model.jsonl'" in pin_command({**base, "mode": "replay", "replay": "new model.jsonl"})
+    live = pin_command({**base, "mode": "live", "model_requested": "gpt-x", "endpoint_class": "azure"})
+    assert '--endpoint-class azure' in live and '--base-url "$EVAL_BASE_URL" --model gpt-x' in live
+
+
+def test_whitespace_only_content_is_empty():
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "  \n\t"}, "finish_reason": "stop"}], "model": "m"}
+    assert grade({"http_status": 200, "elapsed_ms": 5.0, "body": body}).label is Label.EMPTY
+
+
+def test_right_answers_still_right_after_the_fixes(tmp_path):
+    # A guard that the stricter loaders left ordinary input alone.
+    suite = make_suite(tmp_path, [case("a", completion=RIGHT_JSON, expect_json={"answer": 42})])
+    result, report = run_report(suite, tmp_path / "out")
+    assert result.code == 0 and json.loads(report["cases"][0]["preview"])["answer"] == 42
+    assert write_pins(suite, tmp_path / "p").code == 0

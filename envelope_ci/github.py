@@ -191,17 +191,30 @@ class GitHubClient:
         return _comment_result(resp, created=True)
 
     def viewer_login(self) -> str | None:
-        """The login the token posts as when it is a user's token (a PAT), else None.
+        """The login the token posts as, or None when GitHub will not say (then: github-actions[bot]).
 
-        GITHUB_TOKEN and app installation tokens are not users: GET /user answers 403 for
-        them, and their comments are by `github-actions[bot]` (DEFAULT_BOT_LOGIN).
+        A user's token (a PAT) answers GET /user. Installation tokens (GITHUB_TOKEN, a GitHub
+        App's token) get 403 there, but GraphQL's ``viewer`` names them too, e.g.
+        ``my-app[bot]``: without it, an App token's comment would never be found again and
+        every push would post a new one.
         """
         resp = self._request("GET", "/user", ok=(200, 401, 403, 404))
-        if resp.status_code != 200:
-            return None
-        data = _json(resp)
-        login = data.get("login") if isinstance(data, dict) else None
+        if resp.status_code == 200:
+            data = _json(resp)
+            login = data.get("login") if isinstance(data, dict) else None
+        else:
+            resp = self._request("POST", self.graphql_url, json_body={"query": "query { viewer { login } }"}, ok=(200, 401, 403, 404))
+            data = _json(resp) if resp.status_code == 200 else None
+            viewer = (data.get("data") or {}).get("viewer") if isinstance(data, dict) else None
+            login = viewer.get("login") if isinstance(viewer, dict) else None
         return login if isinstance(login, str) and login else None
+
+    @property
+    def graphql_url(self) -> str:
+        """The GraphQL endpoint: ``…/graphql`` on github.com, ``HOST/api/graphql`` on GitHub Enterprise Server."""
+        if self.api_url.endswith("/api/v3"):
+            return self.api_url[: -len("/api/v3")] + "/api/graphql"
+        return self.api_url + "/graphql"
 
     # -- contents -------------------------------------------------------------------------
 
@@ -330,6 +343,8 @@ class GitHubClient:
         """An absolute URL for an API path, refusing links that would carry the token to another host."""
         if url_or_path.startswith("/"):
             return self.api_url + url_or_path
+        if url_or_path == self.graphql_url:
+            return url_or_path
         parts = urlsplit(url_or_path)
         if (parts.scheme, parts.netloc) != self._origin or not parts.path.startswith(self._base_path):
             raise GitHubError(None, f"refusing to follow a link outside {self.api_url}: {_path(url_or_path)}")

@@ -71,6 +71,12 @@ def base_diff(results: Sequence[CaseResult], base: Pins | None, head: Pins | Non
             return None
         return {"chars": pin.chars, "tokens": pin.tokens, "ms": pin.ms, "label": pin.label}
 
+    def fixture(b: Any, digest: str) -> str | None:
+        # The base pin's case hash is the case as the base branch had it.
+        if base is None:
+            return None
+        return "added" if b is None else ("modified" if b.hash != digest else None)
+
     rows = []
     seen = set()
     for r in results:
@@ -83,9 +89,10 @@ def base_diff(results: Sequence[CaseResult], base: Pins | None, head: Pins | Non
             "head": brief(h),
             "run": {"chars": r.measure.chars, "tokens": r.measure.tokens, "ms": r.measure.ms, "label": r.label.value},
             "pin_changed": brief(b) != brief(h) or (b is not None and h is not None and b.hash != h.hash),
+            "fixture": fixture(b, r.case.digest),
         })
     for cid in sorted(set(base.cases if base else ()) - seen):
-        rows.append({"id": cid, "base": brief(base.cases[cid]) if base else None, "head": None, "run": None, "pin_changed": True})
+        rows.append({"id": cid, "base": brief(base.cases[cid]) if base else None, "head": None, "run": None, "pin_changed": True, "fixture": "removed"})
     return rows
 
 

@@ -113,6 +113,15 @@ class StreamAssembler:
         return body
 
 
+def error_payload(text: str) -> str:
+    """llama.cpp before 2025-09 sent ``error: {...}`` instead of ``data: {"error": ...}``: the same thing."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    return json.dumps({"error": value if isinstance(value, dict) else {"message": text}})
+
+
 def iter_sse_data(buffer: bytearray, chunk: bytes) -> list[str]:
     """Append ``chunk`` and return the complete ``data:`` payloads; leftovers stay buffered."""
     buffer.extend(chunk)
@@ -125,6 +134,8 @@ def iter_sse_data(buffer: bytearray, chunk: bytes) -> list[str]:
         del buffer[: nl + 1]
         if raw.startswith(b"data:"):
             out.append(raw[5:].lstrip(b" ").decode("utf-8", "replace"))
+        elif raw.startswith(b"error:"):
+            out.append(error_payload(raw[6:].strip().decode("utf-8", "replace")))
         # blank lines end events; ':' lines are comments (pings); other fields are ignored
 
 

@@ -121,7 +121,7 @@ class Client:
         if isinstance(exc, requests.ConnectTimeout):
             detail = f"ConnectTimeout: no connection within {min(self.settings.connect_timeout_s, deadline_s):g} s"
         elif isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
-            detail = f"ReadTimeout: no data within {deadline_s:g} s"
+            detail = f"ReadTimeout: no complete response within the case deadline of {deadline_s:g} s"
         else:
             root = exc
             while root.__cause__ is not None or (root.__context__ is not None and not str(root)):
@@ -136,11 +136,23 @@ class Client:
             return f"no complete response within the case deadline of {deadline_s:g} s"
         return None
 
+    @staticmethod
+    def _read1(resp: requests.Response, t0: float, deadline_s: float) -> bytes:
+        """What the body has next, never waiting past the case's total deadline.
+
+        requests' read timeout bounds each wait, not the whole body: a server trickling a
+        chunk just inside it would run far past ``timeout_s``. So each read gets the time left.
+        """
+        sock = getattr(getattr(resp.raw, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(max(deadline_s - (time.perf_counter() - t0), 0.001))
+        return resp.raw.read1(65536, decode_content=True)
+
     def _read_whole(self, resp: requests.Response, t0: float, deadline_s: float) -> Envelope:
         chunks: list[bytes] = []
         size = 0
         while True:
-            chunk = resp.raw.read1(65536, decode_content=True)
+            chunk = self._read1(resp, t0, deadline_s)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -189,7 +201,7 @@ class Client:
         ttft: float | None = None
         t_last = t0
         while True:
-            chunk = resp.raw.read1(65536, decode_content=True)
+            chunk = self._read1(resp, t0, deadline_s)
             if not chunk:
                 break
             size += len(chunk)
@@ -260,6 +272,9 @@ def retry_verdict(envelope: Envelope, label: Label) -> tuple[bool, str]:
         return False, "429 insufficient_quota is not transient"
     if status in _NO_RETRY_STATUSES or (status is not None and 400 <= status < 500 and status not in (408, 409, 425, 429)):
         return False, f"HTTP {status} will not change on retry"
+    code = envelope.body.get("error", {}).get("code") if isinstance(envelope.body, dict) and isinstance(envelope.body.get("error"), dict) else None
+    if status == 200 and isinstance(code, int) and 400 <= code < 500 and code not in (408, 409, 425, 429):
+        return False, f"the stream carried a {code} error, which will not change on retry"
     return True, ""
 
 
@@ -387,6 +402,9 @@ def call_with_retries(
             throttle.wait()
         else:
             stop.wait(delay)
+        if stop.is_set():  # interrupted while waiting: do not send the retry early
+            entry["gave_up"] = "interrupted before a retry"
+            return replace(env, attempts=attempt, notes=("interrupted before a retry",)), log
 
 
 def settings_from(config: RunConfig, extra_headers: Mapping[str, str]) -> ClientSettings:

@@ -18,6 +18,9 @@ READ_TOKEN = "ghs_stubReadOnlyToken9876543210zyxwvuZYXW"
 # A personal access token: it posts as a user, and GET /user answers for it.
 PAT_TOKEN = "ghp_stubPersonalToken0123456789abcdefABCD"
 PAT_LOGIN = "octo-ci-bot"
+# A GitHub App's installation token: not a user (GET /user is 403), but GraphQL's viewer names it.
+APP_TOKEN = "ghs_stubAppInstallationToken0123456789ab"
+APP_LOGIN = "envelope-ci-app[bot]"
 BOT_LOGIN = "github-actions[bot]"
 BOT_USER_ID = 41898282  # github-actions[bot]'s real user id
 REPO_ID = 1296269
@@ -94,7 +97,7 @@ class GitHubStub:
         PAT_TOKEN acts as the user PAT_LOGIN; every other token as github-actions[bot].
         """
         self.repo = repo
-        self.tokens = dict(tokens) if tokens is not None else {WRITE_TOKEN: True, READ_TOKEN: False, PAT_TOKEN: True}
+        self.tokens = dict(tokens) if tokens is not None else {WRITE_TOKEN: True, READ_TOKEN: False, PAT_TOKEN: True, APP_TOKEN: True}
         self.state = _State(files=dict(files or {}))
         # Where Link headers point; tests change it to check the client refuses other hosts.
         self.link_base: str | None = None
@@ -281,7 +284,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(401, _BAD_CREDENTIALS)
             return
         can_write = stub.tokens[token]
-        login = PAT_LOGIN if token == PAT_TOKEN else BOT_LOGIN
+        login = {PAT_TOKEN: PAT_LOGIN, APP_TOKEN: APP_LOGIN}.get(token, BOT_LOGIN)
         with stub.state.lock:
             status, payload, extra = self._route(method, parts.path, query, body, can_write, login)
         self._send(status, payload, extra)
@@ -290,8 +293,13 @@ class _Handler(BaseHTTPRequestHandler):
         self, method: str, path: str, query: dict[str, list[str]], body: Any, can_write: bool, login: str
     ) -> tuple[int, Any, dict[str, str]]:
         stub = self.stub
+        if method == "POST" and path == "/graphql":
+            query = body.get("query", "") if isinstance(body, dict) else ""
+            if "viewer" not in query:
+                return 400, {"message": "the stub answers only { viewer { login } }"}, {}
+            return 200, {"data": {"viewer": {"login": login}}}, {}
         if method == "GET" and path == "/user":
-            if login == BOT_LOGIN:
+            if login.endswith("[bot]"):
                 # An installation token (GITHUB_TOKEN) is not a user.
                 return 403, {"message": "Resource not accessible by integration", "documentation_url": DOCS}, {}
             return 200, {"login": login, "id": 583231, "type": "User", "site_admin": False}, {}
@@ -310,7 +318,7 @@ class _Handler(BaseHTTPRequestHandler):
                 problem = _validate_body(body)
                 if problem is not None:
                     return 422, problem, {}
-                created = stub._create(issue, body["body"], login, "Bot" if login == BOT_LOGIN else "User")
+                created = stub._create(issue, body["body"], login, "Bot" if login.endswith("[bot]") else "User")
                 return 201, created, {"Location": created["url"]}
         if m := re.fullmatch(r"/issues/comments/(\d+)", rest):
             comment = stub._find(int(m.group(1)))

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 import yaml
 from github_stub import (
+    APP_LOGIN,
+    APP_TOKEN,
     BOT_LOGIN,
     PAT_LOGIN,
     PAT_TOKEN,
@@ -278,7 +280,8 @@ def bot_comments(stub: GitHubStub) -> list[dict[str, Any]]:
 
 
 def writes(stub: GitHubStub) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in stub.requests if r.method != "GET"]
+    """The requests that change something (the GraphQL identity lookup is a read)."""
+    return [(r.method, r.path) for r in stub.requests if r.method != "GET" and r.path != "/graphql"]
 
 
 @pytest.fixture
@@ -308,6 +311,16 @@ def test_first_push_creates_one_comment(tmp_path: Path, stub: GitHubStub) -> Non
     assert "## ✅ envelope-ci: pass — evals" in run.summary
     assert "### All cases (12)" in run.summary
     assert (run.out_dir / "comment.md").read_text("utf-8") + "" in body
+
+
+def test_a_github_app_token_edits_its_own_comment(tmp_path: Path, stub: GitHubStub) -> None:
+    """An App's installation token posts as `<app>[bot]`; GraphQL names it, so the next push edits."""
+    repo = make_pr_repo(tmp_path)
+    assert run_action(repo, stub, token=APP_TOKEN).code == 0
+    assert run_action(make_pr_repo(tmp_path / "push2"), stub, token=APP_TOKEN).code == 0
+    [comment] = stub.comments(PR)
+    assert comment["user"]["login"] == APP_LOGIN
+    assert [w[0] for w in writes(stub)] == ["POST", "PATCH"]
 
 
 def test_second_push_edits_the_same_comment(tmp_path: Path, stub: GitHubStub) -> None:
@@ -529,7 +542,7 @@ def test_live_run_with_underscore_inputs_keeps_the_key_secret(tmp_path: Path, st
 
 
 # The comment's pin-diff row for the case whose pin the base branch had different (70 chars).
-BASE_ROW = re.compile(r"^\| \*\*greeting-no-apology-loop\*\* +\| right 70c 20t –ms +\| right 79c", re.MULTILINE)
+BASE_ROW = re.compile(r"^\| \*\*greeting-no-apology-loop\*\* +\| +\| right 70c 20t –ms +\| right 79c", re.MULTILINE)
 
 
 def _base_pin_differs(wd: Path) -> None:

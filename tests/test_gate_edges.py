@@ -144,3 +144,21 @@ def test_right_answers_still_right_after_the_fixes(tmp_path):
     result, report = run_report(suite, tmp_path / "out")
     assert result.code == 0 and json.loads(report["cases"][0]["preview"])["answer"] == 42
     assert write_pins(suite, tmp_path / "p").code == 0
+
+
+def test_the_base_diff_names_fixture_cases_the_pr_changed(tmp_path):
+    from conftest import copy_example
+
+    suite = copy_example(tmp_path, "support-bot")
+    base_pins = tmp_path / "base-pins.json"
+    base_pins.write_text((suite / "envelope-pins.json").read_text("utf-8"), "utf-8")
+    easy = suite / "easy.yaml"
+    easy.write_text(easy.read_text("utf-8").replace("prompt: hi", "prompt: hello there"), "utf-8")
+    assert write_pins(suite, tmp_path / "p").code == 0  # the PR re-pins, so only the diff can tell
+    result, report = run_report(suite, tmp_path / "out", "--base-pins", base_pins)
+    assert result.code == 0, result.out
+    rows = {d["id"]: d for d in report["base"]["diff"]}
+    assert rows["greeting-no-apology-loop"]["fixture"] == "modified"
+    assert [d["id"] for d in rows.values() if d["fixture"]] == ["greeting-no-apology-loop"]
+    md = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "fixture cases modified by this PR: greeting-no-apology-loop" in md

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from github_stub import (
+    APP_LOGIN,
+    APP_TOKEN,
     BOT_LOGIN,
     PAT_LOGIN,
     PAT_TOKEN,
@@ -156,10 +158,11 @@ def test_author_override_accepts_an_apps_bot_login(stub: GitHubStub, sleeps: lis
     assert client.find_own_comment(PR, MARKER, None) is None
 
 
-def test_viewer_login_names_a_pat_user_and_not_the_bot(stub: GitHubStub, sleeps: list[float]) -> None:
+def test_viewer_login_names_a_pat_user_an_app_and_the_bot(stub: GitHubStub, sleeps: list[float]) -> None:
     assert client_for(stub, sleeps, token=PAT_TOKEN).viewer_login() == PAT_LOGIN
-    # GITHUB_TOKEN is an installation token: GET /user is 403, and that is not an error.
-    assert client_for(stub, sleeps).viewer_login() is None
+    # Installation tokens: GET /user is 403 (not an error); GraphQL's viewer names them.
+    assert client_for(stub, sleeps).viewer_login() == BOT_LOGIN
+    assert client_for(stub, sleeps, token=APP_TOKEN).viewer_login() == APP_LOGIN
     assert client_for(stub, sleeps, token="ghs_unknown").viewer_login() is None  # 401
     assert sleeps == []
 

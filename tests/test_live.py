@@ -295,8 +295,34 @@ def test_slow_body_past_the_deadline_is_a_timeout(srv):
              digest="", timeout_s=0.3)
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
     (env,) = out.envelopes["trickle"]
-    assert env.error == "ReadTimeout: no data within 0.3 s"
+    assert env.error == "ReadTimeout: no complete response within the case deadline of 0.3 s"
     assert 250 <= env.elapsed_ms < 1000
+
+
+def test_a_trickle_inside_the_read_timeout_still_ends_at_the_deadline(srv):
+    """Each chunk comes well within the read timeout; the total must still stop at timeout_s."""
+    srv.plant("drip", Behaviour.slow_body(chunks=3, gap_ms=900))
+    c = Case(id="drip", stratum=None, messages=({"role": "user", "content": "[[drip]]"},), file="t", line=None,
+             digest="", timeout_s=1.0)
+    out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
+    (env,) = out.envelopes["drip"]
+    assert env.error is not None and "deadline of 1 s" in env.error
+    assert 900 <= env.elapsed_ms < 1300  # not the 1.8 s it takes to notice after the next chunk
+
+
+def test_an_interrupt_during_a_retry_wait_sends_no_early_retry(srv):
+    import threading
+
+    srv.plant("wait", [Behaviour.server_error(503, headers={"Retry-After": "4"}), Behaviour.ok("Hello")])
+    c = Case(id="wait", stratum=None, messages=({"role": "user", "content": "[[wait]]"},), file="t", line=None, digest="")
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    t0 = time.monotonic()
+    out = run_live([c], ClientSettings(base_url=srv.url, model="m"), stop=stop, grace_s=2.0)
+    assert time.monotonic() - t0 < 2.0
+    assert srv.attempts("wait") == 1  # the retry was not sent early
+    (env,) = out.envelopes["wait"]
+    assert env.http_status == 503 and "interrupted before a retry" in env.notes
 
 
 # --------------------------------------------------------------------------- streaming

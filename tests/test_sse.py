@@ -233,3 +233,22 @@ def test_done_with_surrounding_spaces():
     a = StreamAssembler()
     a.feed(" [DONE] ")
     assert a.done
+
+
+def test_llama_cpp_error_field_is_an_error_not_an_empty_stream():
+    """llama.cpp before 2025-09: an `error:` SSE field, then [DONE] (openai-envelopes.md §3)."""
+    from envelope_ci.classify import classify
+    from envelope_ci.model import Case, Envelope, Label
+    from envelope_ci.transport import retry_verdict
+
+    stream = (b'error: {"code":400,"message":"the request exceeds the available context size. try increasing the context size '
+              b'or enable context shift","type":"invalid_request_error"}\n\ndata: [DONE]\n\n')
+    assembler = StreamAssembler()
+    for data in iter_sse_data(bytearray(), stream):
+        assembler.feed(data)
+    env = Envelope(http_status=200, elapsed_ms=5.0, body=assembler.body(), stream_complete=assembler.complete)
+    case = Case(id="c", stratum=None, messages=({"role": "user", "content": "x"},), file="f", line=1, digest="")
+    grade = classify(env, case)
+    assert grade.label is Label.DROP and "exceeds the available context size" in grade.reasons[0]
+    retry, why = retry_verdict(env, grade.label)
+    assert retry is False and "400" in why

@@ -56,7 +56,8 @@ _MARKDOWN = str.maketrans(
 # entity for the `:` or `.` is plain text to the parser but renders the same to the reader.
 # (Bare e-mail addresses are already broken by the ZWJ after `@`.)
 _BARE_URL = re.compile(r"://")
-_BARE_WWW = re.compile(r"(?i)\b(www)\.")
+# No word boundary: after an escaped `_` (`\_www.`) GFM still autolinks, and `\b` would not see it.
+_BARE_WWW = re.compile(r"(?i)(www)\.")
 
 _SPACES = re.compile(r"[ \t]+")
 _WHITESPACE = re.compile(r"\s+")

@@ -171,7 +171,8 @@ def fixtures_section(report: Mapping[str, Any]) -> list[str]:
     elif not f["changed"]:
         lines.append(f"hash `{f['hash'][:19]}` matches the pins")
     else:
-        lines.append(f"hash `{f['hash'][:19]}` ≠ pinned `{str(f['pinned_hash'])[:19]}`")
+        # The pinned hash comes from the PR's own pins file: untrusted, so escaped, not code-spanned.
+        lines.append(f"hash `{f['hash'][:19]}` ≠ pinned {inline(str(f['pinned_hash']), 19)}")
         for key in ("added", "removed", "modified"):
             if f[key]:
                 lines.append(f"- {key}: " + ", ".join(inline(i) for i in f[key][:50]) + (" …" if len(f[key]) > 50 else ""))
@@ -205,12 +206,18 @@ def base_section(report: Mapping[str, Any], only_changed: bool) -> list[str]:
     shown = changed if only_changed else sorted(diff, key=lambda d: not d["pin_changed"])
     lines.append(f"{len(changed)} of {len(diff)} case pins changed in this PR (marked **bold**).")
     lines.append("")
+    for kind in ("added", "removed", "modified"):
+        ids = [d["id"] for d in diff if d.get("fixture") == kind]
+        if ids:
+            lines.append(f"- fixture cases {kind} by this PR: " + ", ".join(inline(i) for i in ids[:50]) + (" …" if len(ids) > 50 else ""))
+    if any(d.get("fixture") for d in diff):
+        lines.append("")
     if shown:
         rows = [
-            [f"**{cell(d['id'], 60)}**" if d["pin_changed"] else cell(d["id"], 60), _brief(d["base"]), _brief(d["head"]), _brief(d["run"])]
+            [f"**{cell(d['id'], 60)}**" if d["pin_changed"] else cell(d["id"], 60), d.get("fixture") or "", _brief(d["base"]), _brief(d["head"]), _brief(d["run"])]
             for d in shown
         ]
-        lines += [table(["case", "base pin", "head pin", "this run"], rows), ""]
+        lines += [table(["case", "fixture", "base pin", "head pin", "this run"], rows), ""]
     return lines
 
 

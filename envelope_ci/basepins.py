@@ -32,7 +32,6 @@ class BasePins:
     """What we found of the base branch's pins: the text, or that there are none, or why we could not tell."""
 
     text: str | None = None
-    absent: bool = False
     error: str | None = None
     origin: str = ""  # human-readable: where the text (or the absence) came from
 
@@ -93,7 +92,7 @@ def base_pins_from_git(git: Git, sha: str, path: str) -> BasePins | str:
             return BasePins(error=f"{path} at {base[:12]} is not UTF-8 text", origin="git")
     exists = git("cat-file", "-e", f"{base}^{{commit}}")
     if exists is not None and exists.returncode == 0:
-        return BasePins(absent=True, origin=f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
+        return BasePins(origin=f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
     return f"the base commit {base[:12]} is not in this clone"
 
 
@@ -109,7 +108,7 @@ def base_pins_from_api(client: GitHubClient | None, base_sha: str | None, path: 
         return f"the contents API failed: {exc}"
     where = f"GET contents/{path}?ref={base_sha[:12]} (pull_request.base.sha)"
     if text is None:
-        return BasePins(absent=True, origin=f"{where}: 404, the base branch has no pins yet")
+        return BasePins(origin=f"{where}: 404, the base branch has no pins yet")
     return BasePins(text=text, origin=where)
 
 

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -225,6 +225,7 @@ class Client:
             headers=safe_headers(resp.headers),
             body=assembler.body(),
             stream_complete=assembler.complete,
+            notes=(f"{assembler.bad_lines} stream line(s) were not JSON and were skipped",) if assembler.bad_lines else (),
         )
 
 
@@ -530,5 +531,3 @@ def fetch_envelopes(cases: Sequence[Case], config: RunConfig, extra_headers: Map
             policy=policy or config.retry, record=config.record, progress=progress, stop=stop,
         )
 
-
-Fetch = Callable[[Sequence[Case], RunConfig], LiveOutcome]

@@ -573,6 +573,10 @@ def execute(env: Mapping[str, str], out: TextIO) -> Outcome:
     if report is not None:
         out.writelines(line + "\n" for line in case_annotations(report, suite.workdir, workspace))
         outputs.update(report_outputs(report))
+        down = (report.get("base") or {}).get("downgraded") or []
+        if down:
+            out.write(warning(f"envelope-ci: this PR downgrades {len(down)} pin(s) the base branch had right and stable: "
+                              f"{', '.join(clean(str(i)) for i in down[:10])} — approve only if intended.") + "\n")
         if report.get("verdict") == "inconclusive":
             out.write(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary.") + "\n")
     elif code != EXIT_PASS:

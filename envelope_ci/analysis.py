@@ -131,8 +131,7 @@ def judge_case(
     shown = next((g for g in grades if g.label is label), grades[-1])
     reasons = list(shown.reasons) + envelope_reasons
     if pin is not None and not comparable and not label.is_transport:
-        theirs = pin.fingerprint.comparable_key() if pin.fingerprint else "none"
-        reasons.append(f"size/time not compared with the pin: fingerprint {fp.comparable_key()} != pinned {theirs}")
+        reasons.append(f"size/time not compared with the pin: its fingerprint is another experiment ({fp.differences(pin.fingerprint)})")
     if len(grades) > 1:
         reasons.append("repeats: " + ",".join(g.label.value for g in grades))
     return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))

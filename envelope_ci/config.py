@@ -1,7 +1,6 @@
 """RunConfig and thresholds: every default in one place, ``envelope-ci.yaml`` validated."""
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -40,19 +39,30 @@ class FileConfig:
     """What ``envelope-ci.yaml`` may set."""
 
     thresholds: Thresholds
-    headers: dict[str, str]
+    headers: dict[str, str]  # as written: ``${NAME}`` is resolved only for a live run
     path: Path | None
+    headers_line: int | None = None
 
+    def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The extra request headers with ``${NAME}`` taken from the environment (secrets stay out of files).
 
-def expand_env(value: str, environ: Mapping[str, str]) -> str:
-    """``${NAME}`` in a header value comes from the environment, so secrets stay out of files."""
-    def sub(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in environ:
-            raise UsageError(f"header value refers to ${{{name}}}, which is not set in the environment")
-        return environ[name]
+        Only a live run needs them, so an offline run (a fork PR, where secrets are withheld)
+        never fails on a variable that is not set.
+        """
+        problems: list[Problem] = []
 
-    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, value)
+        def sub(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in environ:
+                problems.append(Problem(self.path.as_posix() if self.path else "envelope-ci.yaml", self.headers_line, "headers",
+                                        f"${{{name}}} is not set in the environment (export it, or remove the header)"))
+                return ""
+            return environ[name]
+
+        out = {k: re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, v) for k, v in self.headers.items()}
+        if problems:
+            raise UsageError(problems)
+        return out
 
 
 def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
@@ -91,8 +101,7 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
     data = raw.data
     known = {f.name for f in fields(Thresholds)}
     thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
-    headers = {k: expand_env(v, os.environ) for k, v in data.get("headers", {}).items()}
-    return FileConfig(thresholds, headers, path)
+    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"))
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,14 @@ class Fingerprint:
         """Everything but the lane: the lane decides who may write pins, not comparability."""
         return (self.endpoint_class, self.model_id, float(self.temperature), self.grader_version)
 
+    def differences(self, pinned: Fingerprint | None) -> str:
+        """What makes this fingerprint another experiment than ``pinned``, in words."""
+        if pinned is None:
+            return "the pin has no fingerprint"
+        names = ("endpoint class", "model id", "temperature", "grader version")
+        diffs = [f"{n} {mine} (pinned {theirs})" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
+        return "; ".join(diffs) or "same experiment"
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "lane": self.lane,

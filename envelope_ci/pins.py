@@ -170,8 +170,7 @@ def write_refusal(
     if stored is not None and stored.fingerprint is not None and not move_baseline:
         if stored.fingerprint.comparable_key() != run_fp.comparable_key():
             return (
-                "refusing to write pins: this run's fingerprint "
-                f"{run_fp.comparable_key()} differs from the pinned {stored.fingerprint.comparable_key()} "
-                "(endpoint class, model id, temperature, grader version); pass --move-baseline to move the baseline on purpose"
+                f"refusing to write pins: this run's fingerprint is another experiment than the pinned one ({run_fp.differences(stored.fingerprint)}); "
+                "pass --move-baseline to move the baseline on purpose"
             )
     return None

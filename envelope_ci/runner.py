@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,10 +28,12 @@ from .fixtures import envelope_from_raw, fixture_digests, hash_of_digests, load_
 from .model import (
     VERDICT_EXIT,
     Case,
+    Channel,
     Envelope,
     ExitCode,
     Fingerprint,
     Grade,
+    Label,
     Lane,
     Outcome,
     Pin,
@@ -187,6 +190,19 @@ def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | 
     return notes
 
 
+def downgraded_pins(base: Pins | None, head: Pins | None) -> list[str]:
+    """Cases the base branch pinned right and stable that this PR's pins no longer do.
+
+    Rewriting pins is how a reviewed change moves the baseline, so it is not a gate failure;
+    but a regression re-pinned in the same PR must be impossible to miss in the comment.
+    """
+    if base is None or head is None:
+        return []
+    good = (Label.RIGHT.value, Channel.STABLE.value)
+    return sorted(cid for cid, pin in base.cases.items()
+                  if (pin.label, pin.channel) == good and cid in head.cases and (head.cases[cid].label, head.cases[cid].channel) != good)
+
+
 def load_base(config: RunConfig) -> tuple[Pins | None, dict[str, Any] | None]:
     """The base branch's pins, handed over by the action as a file (absent on a first PR)."""
     if config.base_pins_error:
@@ -241,11 +257,12 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     pins = read_pins(config.pins_path)
     digests = fixture_digests(config.fixtures_dir, excluded)
     current_hash = hash_of_digests(digests)
-    interrupted, live_notes = False, []
+    interrupted, live_notes, headers = False, [], {}
     if config.base_url:
         if fetch is None:
             raise UsageError("live runs need the transport; none was given")
-        outcome = fetch(cases, config, file_config.headers)
+        headers = file_config.resolved_headers(os.environ)
+        outcome = fetch(cases, config, headers)
         envelopes, interrupted, live_notes = outcome.envelopes, outcome.interrupted, outcome.notes
     else:
         envelopes = offline_envelopes(cases, load_recordings(config.replay, {c.id for c in cases}) if config.replay else None)
@@ -275,6 +292,7 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     base_pins, base_info = load_base(config)
     if base_info is not None:
         base_info["diff"] = base_diff(analysis.results, base_pins, pins)
+        base_info["downgraded"] = downgraded_pins(base_pins, pins)
     report = build_report(
         verdict=analysis.verdict,
         results=analysis.results,
@@ -303,7 +321,7 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     )
     if pins_update is not None:
         report["pins_update"] = pins_update
-    secrets = Secrets([config.api_key, *file_config.headers.values()])
+    secrets = Secrets([config.api_key, *headers.values()])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = secrets.scrub(report)
     files = write_reports(report, config.out_dir)

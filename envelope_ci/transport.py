@@ -123,10 +123,17 @@ class Client:
         elif isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
             detail = f"ReadTimeout: no complete response within the case deadline of {deadline_s:g} s"
         else:
-            root = exc
+            root: BaseException = exc
+            # requests wraps urllib3's MaxRetryError ("Max retries exceeded" is urllib3's
+            # wording, not our retries); the socket's own error is its `reason`.
+            reason = getattr(exc.args[0], "reason", None) if exc.args else None
+            if isinstance(reason, BaseException):
+                root = reason
             while root.__cause__ is not None or (root.__context__ is not None and not str(root)):
                 root = root.__cause__ or root.__context__  # type: ignore[assignment]
-            detail = f"{type(root).__name__}: {root}"
+            errno = re.search(r"\[Errno -?\d+\][^'\")]*", str(root))
+            where = urllib3.util.parse_url(self.url)
+            detail = f"{type(root).__name__}: {errno.group(0).strip()} ({where.host}:{where.port})" if errno else f"{type(root).__name__}: {root}"
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
 
     def _over(self, t0: float, deadline_s: float, size: int) -> str | None:

@@ -38,6 +38,10 @@ def render_console(report: Mapping[str, Any], files: list[str] | None = None) ->
         lines.append(f"ALERT {alert['code']}: {_one_line(alert['message'], 200)}")
     for blocker in report.get("blockers", []):
         lines.append(f"INCONCLUSIVE: {_one_line(blocker, 200)}")
+    if s["total"] and c.get("drop", 0) + c.get("empty", 0) == s["total"]:
+        first = report["cases"][0]["reasons"][:1] if report["cases"] else []
+        lines.append(f"NOTHING DELIVERED: all {s['total']} cases got no gradeable answer ({_one_line(first[0], 120) if first else 'see report.md'}); "
+                     "check --base-url, the server and the network")
     failing = [case for case in report["cases"] if case["channel"] != "stable"]
     failing.sort(key=lambda case: case["outcome"] != "regression")
     for case in failing[:MAX_LISTED]:
@@ -53,6 +57,9 @@ def render_console(report: Mapping[str, Any], files: list[str] | None = None) ->
             lines.append(f"pins: ACCEPTED into the baseline, regressions against the previous pins: {ids}")
         if update["previous_alerts"]:
             lines.append("pins: the previous pins raised: " + ", ".join(update["previous_alerts"]))
+    down = (report.get("base") or {}).get("downgraded") or []
+    if down:
+        lines.append(f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable: {', '.join(clean(i) for i in down[:MAX_LISTED])}")
     for note in report.get("notes", []):
         lines.append(f"note: {_one_line(note, 200)}")
     if files:

@@ -58,6 +58,11 @@ def headline(report: Mapping[str, Any], title: str | None) -> list[str]:
         f"accuracy on yield {fmt_rate(s['accuracy_on_yield'])} · naive pass rate {fmt_rate(s['naive_pass_rate'])}"
     )
     out = [f"## {_ICON.get(verdict, '')} envelope-ci: {verdict}{name}", "", line, ""]
+    down = (report.get("base") or {}).get("downgraded") or []
+    if down:
+        ids = ", ".join(inline(i) for i in down[:20]) + (" …" if len(down) > 20 else "")
+        out += [f"> **⚠️ This PR downgrades {plural(len(down), 'pin')} that the base branch had right and stable:** {ids}. "
+                "The run is judged against the new pins, so these are not counted as regressions: approve only if intended.", ""]
     for blocker in report.get("blockers", []):
         out.append(f"> **inconclusive:** {inline(blocker)}")
     for note in report.get("notes", []):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import __version__
 from .config import RunConfig
-from .errors import UsageError
+from .errors import Problem, UsageError
 from .fixtures import PINS_NAME, fixtures_hash, load_cases
 from .model import ExitCode, Lane, RetryPolicy
 
@@ -28,7 +28,8 @@ examples:
 
 
 def truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
+    """How CI systems spell yes: GitHub and GitLab say ``true``, others ``1`` or ``yes``."""
+    return (value or "").strip().lower() in ("true", "1", "yes")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--retry-budget", type=int, default=100, help="retries allowed across the whole run (default: %(default)s)")
     live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
-    run.add_argument("--replay", type=Path, help="grade a recordings JSONL instead of what the fixtures embed")
+    run.add_argument("--replay", type=Path, help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
+                     "cases it lacks fall back to their own recordings, and the report says how many came from each")
     lanes = run.add_argument_group("lanes and pins")
     lanes.add_argument("--lane", choices=[lane.value for lane in Lane], default=Lane.SMOKE.value,
                        help="smoke explores; only adjudication may write pins (default: %(default)s)")
@@ -73,18 +75,28 @@ def build_parser() -> argparse.ArgumentParser:
     lanes.add_argument("--base-pins-error", metavar="TEXT", help="why the base branch's pins could not be read (shown instead of the diff)")
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
-    hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)")
-    hash_cmd.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path)
+    hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)",
+                              description="Validate FIXTURES_DIR and print its hash: one digest over every file in it (hidden files, "
+                              "the pins file and a --replay file left out). A run fails with fixtures_changed while this differs "
+                              "from the pins' fixtures_hash.")
+    hash_cmd.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path, help="directory of fixture files")
     hash_cmd.add_argument("--pins", type=Path, help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
     hash_cmd.add_argument("--replay", type=Path, help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
 
-    sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors)")
+    sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors)",
+                   description="Print the JSON Schema every fixture case is validated against; point your editor's YAML/JSON "
+                   "language server at it to get completion and typo checks while writing cases.")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    if min(args.concurrency, args.repeats, args.max_attempts) < 1 or args.timeout <= 0 or args.retry_budget < 0:
-        raise UsageError("--concurrency, --repeats and --max-attempts must be at least 1, --timeout positive, --retry-budget not negative")
+    wrong = [f"{flag} must be at least {low}, got {value:g}" for flag, value, low in (
+        ("--concurrency", args.concurrency, 1), ("--repeats", args.repeats, 1), ("--max-attempts", args.max_attempts, 1),
+        ("--retry-budget", args.retry_budget, 0), ("--max-retry-after", args.max_retry_after, 0)) if value < low]
+    if args.timeout <= 0:
+        wrong.append(f"--timeout must be positive, got {args.timeout:g}")
+    if wrong:
+        raise UsageError([Problem("", None, None, w) for w in wrong])
     if args.move_baseline and not args.write_pins:
         raise UsageError("--move-baseline only makes sense with --write-pins")
     if args.base_url and args.replay:

@@ -15,7 +15,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file + (f":{self.line}" if self.line else "")
-        return f"{where}: {self.field + ': ' if self.field else ''}{self.message}"
+        return f"{where + ': ' if where else ''}{self.field + ': ' if self.field else ''}{self.message}"
 
 
 class UsageError(Exception):
@@ -23,6 +23,6 @@ class UsageError(Exception):
 
     def __init__(self, problems: list[Problem] | str):
         if isinstance(problems, str):
-            problems = [Problem("envelope-ci", None, None, problems)]
+            problems = [Problem("", None, None, problems)]
         self.problems = problems
         super().__init__("\n".join(str(p) for p in problems))

@@ -161,12 +161,20 @@ def _expanded_size(value: Any, budget: int) -> int:
     return seen
 
 
+def _wrapper_hint(data: Any) -> str:
+    if isinstance(data, dict) and len(data) == 1:
+        return f" (found the key {next(iter(data))!r}: did you mean 'cases'?)"
+    return ""
+
+
 def _unwrap(data: Any) -> list[Any] | None:
     """A file holds one case, a list of cases, or a mapping with a ``cases`` list."""
     if isinstance(data, list):
         return data
     if isinstance(data, dict) and set(data) == {"cases"} and isinstance(data["cases"], list):
         return data["cases"]
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        return None  # `case: [...]`, `tests: [...]`: a typo for `cases`, reported as such
     if isinstance(data, dict):
         return [data]
     return None
@@ -178,7 +186,8 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
         data = loader.get_single_data()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc.problem or exc}")]) from None
+        hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in str(exc.problem) else ""
+        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc.problem or exc}{hint}")]) from None
     except yaml.YAMLError as exc:
         raise UsageError([Problem(shown, None, None, f"malformed YAML: {exc}")]) from None
     finally:
@@ -189,7 +198,7 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
         return []
     items = _unwrap(data)
     if items is None:
-        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
+        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
     out = []
     for item in items:
         line, keys = loader.lines.get(id(item), (None, {}))
@@ -198,7 +207,9 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
 
 
 def _json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -> Problem:
-    return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
+    before = exc.doc[: exc.pos].rstrip()
+    hint = " (a trailing comma? JSON allows none before ] or })" if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in "]}" else ""
+    return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno}){hint}")
 
 
 def _id_line(text: str, case_id: Any, start: int = 0) -> tuple[int | None, int]:
@@ -221,7 +232,7 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
         raise UsageError([Problem(shown, None, None, str(exc))]) from None
     items = _unwrap(data)
     if items is None:
-        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}")])
+        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
     out: list[RawCase] = []
     resume: dict[str, int] = {}
     for item in items:
@@ -307,6 +318,9 @@ def validate_raw(raw: RawCase) -> list[Problem]:
     """Problems with one case: the format schema, then its own JSON Schema."""
     if not isinstance(raw.data, dict):
         return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
+    if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
+        return [Problem(raw.file, raw.line, None, "this is a recordings line (--record output), not a case: "
+                        "keep recordings outside the fixtures directory and grade them with --replay FILE")]
     problems = []
     for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
         if error.validator in ("oneOf", "anyOf") and error.absolute_path:
@@ -318,7 +332,9 @@ def validate_raw(raw: RawCase) -> list[Problem]:
         top = str(error.absolute_path[0]) if error.absolute_path else None
         line = raw.key_lines.get(top, raw.line) if top else raw.line
         message = error.message
-        if error.validator == "anyOf" and not error.absolute_path:
+        if error.validator == "pattern" and list(error.absolute_path) == ["id"]:
+            message = f"{error.instance!r} has whitespace: ids are single words (use - or _)"
+        elif error.validator == "anyOf" and not error.absolute_path:
             message = "a case needs a 'prompt' or 'messages'"
         elif error.validator == "not" and not error.absolute_path:
             message = "give either 'completion' or 'recorded', not both"

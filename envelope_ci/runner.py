@@ -78,7 +78,10 @@ def offline_envelopes(cases: Sequence[Case], replay: Mapping[str, list[Envelope]
         elif case.completion is not None:
             out[case.id] = [Envelope(completion=case.completion)]
         else:
-            missing.append(Problem(case.file, case.line, "completion", f"case {case.id!r} has no 'completion' or 'recorded' to grade offline (pass --base-url to run it live, or --replay FILE)"))
+            where = " and it is not in the --replay file either" if replay is not None else ""
+            missing.append(Problem(case.file, case.line, "completion",
+                                   f"case {case.id!r} has no 'completion' or 'recorded' to grade offline{where} "
+                                   "(record one, run it live with --base-url, or replay a recordings file that holds it)"))
     if missing:
         raise UsageError(missing)
     return out
@@ -177,12 +180,14 @@ def pins_update_of(before: Analysis, old: Pins | None, new: Pins) -> dict[str, A
     }
 
 
-def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | None) -> list[str]:
+def _notes(pins: Pins | None, config: RunConfig, base_info: Mapping[str, Any] | None, replayed: int, total: int) -> list[str]:
     notes = []
     if pins is None:
-        notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet")
+        notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet; "
+                     f"create them with: envelope-ci run {config.fixtures_dir.as_posix()} --lane adjudication --write-pins (locally, then commit)")
     if config.replay:
-        notes.append(f"offline: graded the recordings in {config.replay.as_posix()}, no endpoint was called")
+        notes.append(f"offline: graded {replayed} case(s) from the recordings in {config.replay.as_posix()} and "
+                     f"{total - replayed} from the fixtures' own recordings; no endpoint was called")
     elif not config.base_url:
         notes.append("offline: graded the envelopes recorded in the fixtures, no endpoint was called")
     if base_info and base_info.get("error"):
@@ -257,7 +262,7 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
     pins = read_pins(config.pins_path)
     digests = fixture_digests(config.fixtures_dir, excluded)
     current_hash = hash_of_digests(digests)
-    interrupted, live_notes, headers = False, [], {}
+    interrupted, live_notes, headers, replayed = False, [], {}, 0
     if config.base_url:
         if fetch is None:
             raise UsageError("live runs need the transport; none was given")
@@ -265,7 +270,10 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
         outcome = fetch(cases, config, headers)
         envelopes, interrupted, live_notes = outcome.envelopes, outcome.interrupted, outcome.notes
     else:
-        envelopes = offline_envelopes(cases, load_recordings(config.replay, {c.id for c in cases}) if config.replay else None)
+        replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
+        replayed = len(replay) if replay else 0
+        envelopes = offline_envelopes(cases, replay)
+        del replay  # envelopes holds what is needed; the bodies are freed after grading
     grades = grade_all(cases, envelopes)
     del envelopes  # the bodies are the bulk of a big replay's memory; grades keep what is needed
     analysis = analyse(cases, grades, pins, current_hash, config, thresholds, digests)
@@ -316,7 +324,7 @@ def _execute(config: RunConfig, fetch: Fetcher | None) -> RunResult:
             "config_file": file_config.path.as_posix() if file_config.path else None,
         },
         blockers=analysis.blockers,
-        notes=_notes(pins, config, base_info),
+        notes=_notes(pins, config, base_info, replayed, len(cases)),
         base=base_info,
     )
     if pins_update is not None:

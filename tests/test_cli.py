@@ -289,7 +289,7 @@ def test_missing_directory(tmp_path):
     for argv in (["run", tmp_path / "nope", "--out", tmp_path / "out"], ["hash", tmp_path / "nope"]):
         result = run_cli(argv)
         assert result.code == 2 and "Traceback" not in result.err
-        assert result.err_lines == [f"error: envelope-ci: {(tmp_path / 'nope').as_posix()}: not a directory of fixtures"]
+        assert result.err_lines == [f"error: {(tmp_path / 'nope').as_posix()}: not a directory of fixtures"]
 
 
 def test_hash_of_a_broken_suite_is_bad_input(tmp_path):

@@ -237,7 +237,7 @@ def test_console_is_one_screen(tmp_path):
     result, report = run_report(EXAMPLES / "planted", tmp_path / "out")
     lines = result.out.splitlines()
     assert len(lines) <= 30
-    assert lines[0] == "envelope-ci: FAIL  (24 cases, 4 stable, 0 regressions, 1 alerts)"
+    assert lines[0] == "envelope-ci: FAIL  (24 cases, 4 stable, 0 regressions, 1 alert)"
     assert lines[1] == "labels: drop=4 empty=4 truncated=4 schema=4 wrong=4 right=4"
     assert lines[2] == "naive_pass_rate=0.167 yield=0.333 accuracy_on_yield=0.500"
     assert lines[3].startswith("strata: easy 0/0 (n/a)")

@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .escape import clean
+from .markdown import plural
 
 MAX_LISTED = 10
 
@@ -23,8 +24,8 @@ def render_console(report: Mapping[str, Any], files: list[str] | None = None) ->
         return "n/a" if v is None else f"{v:.3f}"
 
     lines = [
-        f"envelope-ci: {report['verdict'].upper()}  ({s['total']} cases, {s['stable']} stable, "
-        f"{len(report['regressions'])} regressions, {len(report['alerts'])} alerts)",
+        f"envelope-ci: {report['verdict'].upper()}  ({plural(s['total'], 'case')}, {s['stable']} stable, "
+        f"{plural(len(report['regressions']), 'regression')}, {plural(len(report['alerts']), 'alert')})",
         "labels: " + " ".join(f"{k}={v}" for k, v in c.items()),
         f"naive_pass_rate={r(s['naive_pass_rate'])} yield={r(s['yield'])} accuracy_on_yield={r(s['accuracy_on_yield'])}",
         "strata: " + "  ".join(f"{name} {v['passed']}/{v['n']} ({r(v['pass_rate'])})" for name, v in report["strata"].items()),

@@ -162,3 +162,67 @@ def test_the_base_diff_names_fixture_cases_the_pr_changed(tmp_path):
     assert [d["id"] for d in rows.values() if d["fixture"]] == ["greeting-no-apology-loop"]
     md = (tmp_path / "out" / "report.md").read_text("utf-8")
     assert "fixture cases modified by this PR: greeting-no-apology-loop" in md
+
+
+# -- from a new user's trial ------------------------------------------------------------------
+
+def test_a_pr_that_repins_a_regression_is_loud(tmp_path):
+    suite = pinned_gate_suite(tmp_path)
+    base_pins = tmp_path / "base-pins.json"
+    base_pins.write_text((suite / "envelope-pins.json").read_text("utf-8"), "utf-8")
+    replay = write_replay(tmp_path / "r.jsonl", [("s-right", answer_envelope(WRONG_JSON))])
+    assert run_cli(["run", suite, "--out", tmp_path / "p", "--replay", replay, "--lane", "adjudication", "--write-pins"]).code == 0
+    result, report = run_report(suite, tmp_path / "out", "--replay", replay, "--base-pins", base_pins)
+    assert report["base"]["downgraded"] == ["s-right"]
+    assert "WARNING: this change downgrades 1 pin(s)" in result.out and "s-right" in result.out
+    md = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert "This PR downgrades 1 pin that the base branch had right and stable:** s-right" in md
+
+
+def test_header_variables_are_resolved_only_for_live_runs(tmp_path):
+    suite = make_suite(tmp_path, [case("a", completion="x")], config="headers:\n  api-key: ${ENVELOPE_TEST_UNSET_KEY}\n")
+    offline = run_cli(["run", suite, "--out", tmp_path / "out"], env={"ENVELOPE_TEST_UNSET_KEY": None})
+    assert offline.code == 0, offline.err
+    live = run_cli(["run", suite, "--out", tmp_path / "out2", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"],
+                   env={"ENVELOPE_TEST_UNSET_KEY": None})
+    assert live.code == 2
+    assert live.err_lines == [f"error: {(suite / 'envelope-ci.yaml').as_posix()}:1: headers: ${{ENVELOPE_TEST_UNSET_KEY}} is not set "
+                              "in the environment (export it, or remove the header)"]
+
+
+def test_a_partial_replay_says_where_each_answer_came_from(tmp_path):
+    suite = make_suite(tmp_path, [case("a", completion="x"), case("b", completion="y")])
+    replay = write_replay(tmp_path / "r.jsonl", [("a", answer_envelope(RIGHT_JSON))])
+    _, report = run_report(suite, tmp_path / "out", "--replay", replay)
+    assert any("graded 1 case(s) from the recordings in" in n and "1 from the fixtures' own recordings" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("a.json", '[{"id": "a", "prompt": "p", "completion": "x"},]\n', "a trailing comma?"),
+    ("a.yaml", "- id: a\n\tprompt: p\n", "spaces, not tabs"),
+    ("a.yaml", "case:\n  - id: a\n    prompt: p\n", "did you mean 'cases'?"),
+    ("a.yaml", "- id: one two\n  prompt: p\n  completion: x\n", "ids are single words"),
+    ("a.jsonl", '{"id": "a", "recorded": {"http_status": 200, "body": {}}, "attempt_log": []}\n', "grade them with --replay"),
+])
+def test_common_mistakes_get_a_hint(tmp_path, name, text, needle):
+    suite = make_suite(tmp_path, files={name: text})
+    result = run_cli(["run", suite, "--out", tmp_path / "out"])
+    assert result.code == 2 and len(result.err_lines) == 1 and needle in result.err_lines[0], result.err
+
+
+def test_each_bad_number_is_named(tmp_path):
+    suite = make_suite(tmp_path, [case("a", completion="x")])
+    result = run_cli(["run", suite, "--out", tmp_path / "out", "--repeats", "0", "--concurrency", "-1"])
+    assert result.code == 2
+    assert result.err_lines == ["error: --concurrency must be at least 1, got -1", "error: --repeats must be at least 1, got 0"]
+
+
+def test_an_unreachable_endpoint_is_said_once_and_plainly(tmp_path):
+    from fake_openai import refused_url
+
+    suite = make_suite(tmp_path, [case("a"), case("b")])
+    result = run_cli(["run", suite, "--out", tmp_path / "out", "--base-url", refused_url(), "--model", "m", "--max-attempts", "1"])
+    assert result.code == 3
+    nothing = [line for line in result.out.splitlines() if line.startswith("NOTHING DELIVERED")]
+    assert len(nothing) == 1 and "[Errno 111] Connection refused (127.0.0.1:" in nothing[0]
+    assert "Max retries exceeded" not in result.out

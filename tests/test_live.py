@@ -368,6 +368,8 @@ def test_stream_ttft_and_total_time(streamed):
     # three content deltas and a finish chunk, each 30 ms apart, come after the first token
     assert got["ms"] >= got["ttft_ms"] + 100
     assert got["finish_reason"] == "stop"
+    md = (run.out / "report.md").read_text("utf-8")
+    assert "| ttft ms" in md  # report.md shows time to first token for streamed runs
 
 
 def test_stream_asks_for_usage_and_reports_real_tokens(streamed):

@@ -251,16 +251,21 @@ def cases_section(report: Mapping[str, Any], detail: str) -> list[str]:
     if detail == "failing":
         left = sum(1 for c in cases if c["channel"] == "stable")
         return [f"_{left} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
+    # Streamed runs also show time to first token, so slower prefill and longer generation are told apart.
+    streamed = any(c.get("ttft_ms") is not None for c in cases)
     rows = []
     for c in cases:
         pin = c.get("pin") or {}
         rows.append([
             cell(c["id"], 60), cell(c["stratum"] or "–"), c["label"], c["channel"],
             fmt_num(c["chars"]), fmt_num(c["tokens"]) + ("~" if c.get("tokens_estimated") else ""),
+            *([fmt_num(c.get("ttft_ms"), 1)] if streamed else []),
             fmt_num(c["ms"], 1), fmt_num(c["ms_p95"], 1), fmt_num(pin.get("chars")), fmt_num(pin.get("ms"), 1),
             str(c["attempts"]), c["outcome"].replace("_", " "),
         ])
-    body = table(["case", "stratum", "label", "channel", "chars", "tokens", "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"], rows)
+    headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
+               "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
+    body = table(headers, rows)
     note = "`~` marks a token count estimated as chars/4 (the server reported no usage)."
     if detail == "collapsed":
         return [f"<details><summary>All {len(cases)} cases</summary>", "", body, "", note, "", "</details>", ""]

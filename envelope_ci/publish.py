@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .basepins import BasePins, relative_to
-from .github import GitHubClient, GitHubError, error_annotation
+from .github import GitHubClient, GitHubError, error_annotation, warning
 from .model import ExitCode
 from .render.escape import clean, fenced, inline
 
@@ -37,7 +37,11 @@ def annotation_rank(case: Mapping[str, Any], alerts: Sequence[str]) -> int | Non
 
 
 def case_annotations(report: Mapping[str, Any], workdir: Path, workspace: Path) -> list[str]:
-    """`::error` commands on the fixture lines of the cases that matter, at most MAX_ANNOTATIONS, then a count."""
+    """Annotations on the fixture lines of the cases that matter, at most MAX_ANNOTATIONS, then a count.
+
+    A case that failed the model (a regression, a broken floor) is an ``::error``; one the
+    endpoint never answered is a ``::warning``: the fixture line is not what is wrong.
+    """
     alerts = list(report.get("alerts") or [])
     ranked = [
         (rank, i, case)
@@ -54,7 +58,10 @@ def case_annotations(report: Mapping[str, Any], workdir: Path, workspace: Path) 
         title = f"envelope-ci: {clean(str(case.get('id')))[:100]} — {outcome} ({case.get('channel')})"
         reasons = "; ".join(str(r) for r in case.get("reasons") or []) or "not stable"
         message = clean(f"{case.get('label')} on the {case.get('channel')} channel: {reasons}")[:1000]
-        lines.append(error_annotation(rel, line, title, message))
+        if case.get("outcome") == "undelivered":  # the endpoint, not the fixture: a warning, not an error
+            lines.append(warning(message, file=rel, line=line, title=title))
+        else:
+            lines.append(error_annotation(rel, line, title, message))
     extra = len(ranked) - MAX_ANNOTATIONS
     if extra > 0:
         lines.append(

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
+
+# A lone UTF-16 surrogate (a JSON "\ud800" escape) is not Unicode text: it cannot be
+# written as UTF-8, hashed canonically, or shown. Fixtures reject it; reports replace it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def canonical_json(value: Any) -> str:

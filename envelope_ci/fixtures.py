@@ -19,7 +19,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .canonical import canonical_json, digest, digest_bytes
+from .canonical import LONE_SURROGATE, canonical_json, digest, digest_bytes
 from .errors import Problem, UsageError
 from .model import Case, Envelope
 from .parallel import parallel_map
@@ -30,7 +30,6 @@ PINS_NAME = "envelope-pins.json"
 MAX_YAML_ALIASES = 100
 MAX_EXPANDED_NODES = 200_000
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @lru_cache(maxsize=1)
@@ -278,7 +277,7 @@ def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> lis
     known = [str(k) for k in error.schema.get("properties", {})]
     path = [str(p) for p in error.absolute_path]
     out = []
-    for key in (_SURROGATE.sub("\ufffd", str(k)) for k in error.instance):
+    for key in (LONE_SURROGATE.sub("\ufffd", str(k)) for k in error.instance):
         if key in known:
             continue
         guess = difflib.get_close_matches(key, known, n=1)
@@ -294,7 +293,7 @@ _SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), whic
 def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
     """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text keys."""
     if isinstance(value, str):
-        return (path, _SURROGATE_WHY) if _SURROGATE.search(value) else None
+        return (path, _SURROGATE_WHY) if LONE_SURROGATE.search(value) else None
     if isinstance(value, float):
         return None if math.isfinite(value) else (path, f"{value} is not a JSON number (use null or a finite number)")
     if value is None or isinstance(value, (bool, int)):
@@ -303,10 +302,10 @@ def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
         return path, f"a YAML {type(value).__name__} is not JSON: quote it"
     items = value.items() if isinstance(value, dict) else enumerate(value)
     for key, item in items:
-        here = _SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
+        here = LONE_SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
         if isinstance(value, dict) and not isinstance(key, str):
             return here, f"key {key!r} is not text: quote it"
-        if isinstance(key, str) and _SURROGATE.search(key):
+        if isinstance(key, str) and LONE_SURROGATE.search(key):
             return here, _SURROGATE_WHY
         found = not_json(item, here)
         if found is not None:

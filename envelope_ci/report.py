@@ -6,17 +6,16 @@ when a key changes meaning or disappears.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .analysis import Alert, CaseResult
+from .canonical import LONE_SURROGATE
 from .model import Fingerprint, Outcome, Pins, Verdict
 from .pins import pin_to_dict
 
 REPORT_VERSION = 1
 PREVIEW_CHARS = 240
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def scrub(value: Any) -> Any:
@@ -26,7 +25,7 @@ def scrub(value: Any) -> Any:
     report.json (or the comment) fail far from its cause.
     """
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return LONE_SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {scrub(k): scrub(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

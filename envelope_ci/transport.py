@@ -35,6 +35,8 @@ _SECRET_HEADERS = frozenset({"set-cookie", "authorization", "proxy-authorization
 # Everything a socket read can throw once requests hands us the raw stream.
 _TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
 DEFAULT_RETRY = RetryPolicy()
+# How an envelope cut off at the size cap starts: retrying it would only fetch it again.
+OVERSIZED = "response larger than the cap"
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 
 
@@ -138,7 +140,7 @@ class Client:
 
     def _over(self, t0: float, deadline_s: float, size: int) -> str | None:
         if size > self.settings.max_response_bytes:
-            return f"response larger than the cap of {self.settings.max_response_bytes} bytes: cut off"
+            return f"{OVERSIZED} of {self.settings.max_response_bytes} bytes: cut off"
         if time.perf_counter() - t0 > deadline_s:
             return f"no complete response within the case deadline of {deadline_s:g} s"
         return None
@@ -271,7 +273,7 @@ def retry_verdict(envelope: Envelope, label: Label) -> tuple[bool, str]:
     """Whether a transport failure is worth another attempt, and why not when it is not."""
     if not label.is_transport:
         return False, "graded answers are never retried"
-    if envelope.error and "cap of" in envelope.error:
+    if envelope.error and envelope.error.startswith(OVERSIZED):
         return False, "an oversized response will not shrink on retry"
     status = envelope.http_status
     if str(envelope.headers.get("x-should-retry", "")).lower() == "false":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from ..canonical import LONE_SURROGATE
+
 __all__ = ["ELLIPSIS", "NEWLINE_MARK", "cell", "clean", "fenced", "inline"]
 
 # A table row cannot hold a line break, and `<br>` would be markup we then have to trust;
@@ -70,15 +72,12 @@ _INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
 # Dropped outright: bidi controls, C0/C1 controls but tab and newline (category Cc), and the
 # noncharacters U+FFFE/U+FFFF that XML 1.0 (the JUnit report) forbids.
 _DROPPED = re.compile("[" + "".join(sorted(_BIDI)) + "\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
-# A lone surrogate (e.g. from a JSON "\ud800") cannot be encoded as UTF-8 and would make
-# writing the report or posting the comment fail far from its cause.
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def clean(text: str) -> str:
     """Normalise line breaks to "\\n", drop bidi and other control characters, replace lone surrogates with U+FFFD."""
     text = _DROPPED.sub("", _LINE_BREAKS.sub("\n", text))
-    return _SURROGATES.sub("\ufffd", text)
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _inert(text: str) -> str:

@@ -89,6 +89,11 @@ def live(tmp: Path, url: str, cases: list[dict[str, Any]], *args: str, model: st
     return cli(fixtures, tmp / "out", "--base-url", url, "--model", model, *args)
 
 
+def planted_case(key: str, **fields) -> Case:
+    """A Case whose message carries the fake server's `[[key]]` marker, for run_live tests."""
+    return Case(id=key, stratum=None, messages=({"role": "user", "content": f"[[{key}]]"},), file="t", line=None, digest="", **fields)
+
+
 def gaps(srv: FakeOpenAI, key: str) -> list[float]:
     """Seconds between successive arrivals of one case's requests, as the server saw them."""
     ts = [r.t for r in srv.requests(key)]
@@ -266,7 +271,7 @@ def test_429_pauses_the_whole_run(tmp_path, srv):
 def test_response_over_the_cap_is_cut_off_and_not_retried(srv):
     srv.plant("huge-fixed", Behaviour.huge(200_000))
     srv.plant("huge-endless", Behaviour.huge(None))
-    cases = [Case(id=k, stratum=None, messages=({"role": "user", "content": f"[[{k}]]"},), file="t", line=None, digest="")
+    cases = [planted_case(k)
              for k in ("huge-fixed", "huge-endless")]
     t0 = time.monotonic()
     out = run_live(cases, ClientSettings(base_url=srv.url, model="m", max_response_bytes=20_000), concurrency=2,
@@ -281,7 +286,7 @@ def test_response_over_the_cap_is_cut_off_and_not_retried(srv):
 
 def test_streamed_response_over_the_cap_is_cut_off(srv):
     srv.plant("huge-stream", Behaviour.huge(None))
-    c = Case(id="huge-stream", stratum=None, messages=({"role": "user", "content": "[[huge-stream]]"},), file="t", line=None, digest="")
+    c = planted_case("huge-stream")
     out = run_live([c], ClientSettings(base_url=srv.url, model="m", stream=True, max_response_bytes=50_000))
     (env,) = out.envelopes["huge-stream"]
     assert env.error is not None and "cut off" in env.error
@@ -291,8 +296,7 @@ def test_streamed_response_over_the_cap_is_cut_off(srv):
 
 def test_slow_body_past_the_deadline_is_a_timeout(srv):
     srv.plant("trickle", Behaviour.slow_body(chunks=4, gap_ms=600))
-    c = Case(id="trickle", stratum=None, messages=({"role": "user", "content": "[[trickle]]"},), file="t", line=None,
-             digest="", timeout_s=0.3)
+    c = planted_case("trickle", timeout_s=0.3)
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
     (env,) = out.envelopes["trickle"]
     assert env.error == "ReadTimeout: no complete response within the case deadline of 0.3 s"
@@ -302,8 +306,7 @@ def test_slow_body_past_the_deadline_is_a_timeout(srv):
 def test_a_trickle_inside_the_read_timeout_still_ends_at_the_deadline(srv):
     """Each chunk comes well within the read timeout; the total must still stop at timeout_s."""
     srv.plant("drip", Behaviour.slow_body(chunks=3, gap_ms=900))
-    c = Case(id="drip", stratum=None, messages=({"role": "user", "content": "[[drip]]"},), file="t", line=None,
-             digest="", timeout_s=1.0)
+    c = planted_case("drip", timeout_s=1.0)
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
     (env,) = out.envelopes["drip"]
     assert env.error is not None and "deadline of 1 s" in env.error
@@ -314,7 +317,7 @@ def test_an_interrupt_during_a_retry_wait_sends_no_early_retry(srv):
     import threading
 
     srv.plant("wait", [Behaviour.server_error(503, headers={"Retry-After": "4"}), Behaviour.ok("Hello")])
-    c = Case(id="wait", stratum=None, messages=({"role": "user", "content": "[[wait]]"},), file="t", line=None, digest="")
+    c = planted_case("wait")
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
     t0 = time.monotonic()

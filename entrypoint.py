@@ -12,7 +12,7 @@ from pathlib import Path
 # From a checkout, the package beside this file is used even when it is not installed.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from envelope_ci.action import main  # noqa: E402
+from envelope_ci.action.run import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

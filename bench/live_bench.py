@@ -49,7 +49,11 @@ sys.path.insert(0, str(TESTS))
 
 from envelope_ci.cli import main as cli_main  # noqa: E402
 from envelope_ci.model import Case, RetryPolicy  # noqa: E402
-from envelope_ci.transport import USER_AGENT, ClientSettings, Progress, request_body, run_live  # noqa: E402
+from envelope_ci.providers.openai_chat import OPENAI_CHAT  # noqa: E402
+from envelope_ci.sources.cases import expectations_of  # noqa: E402
+from envelope_ci.transport.http import USER_AGENT, ClientSettings  # noqa: E402
+from envelope_ci.transport.pool import run_live  # noqa: E402
+from envelope_ci.transport.progress import Progress  # noqa: E402
 
 MODEL = "bench-model"
 
@@ -94,7 +98,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 def make_cases(n: int) -> list[Case]:
     return [
         Case(id=f"bench-{i:05d}", stratum=None, messages=({"role": "user", "content": f"Say ok. [[bench-{i:05d}]]"},),
-             file="bench", line=None, digest="", expect_fragment="ok")
+             file="bench", line=None, digest="", expectations=expectations_of({"expect_fragment": "ok"}))
         for i in range(n)
     ]
 
@@ -103,9 +107,9 @@ def make_cases(n: int) -> list[Case]:
 def bare_loop(url: str, cases: Sequence[Case], concurrency: int, delay_ms: float) -> Figures:
     """N threads, each with its own requests.Session: post + .content, perf_counter around the call."""
     settings = ClientSettings(base_url=url, model=MODEL)
-    bodies = [json.dumps(request_body(c, settings)).encode("utf-8") for c in cases]
+    bodies = [json.dumps(OPENAI_CHAT.request_body(c, settings.model, settings.temperature, settings.stream)).encode("utf-8") for c in cases]
     headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
-    target = url.rstrip("/") + "/chat/completions"
+    target = url.rstrip("/") + OPENAI_CHAT.path
     lock = threading.Lock()
     it = iter(range(len(bodies)))
     elapsed: list[float] = []

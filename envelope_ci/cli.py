@@ -10,9 +10,8 @@ from pathlib import Path
 
 from . import __version__
 from .config import RunConfig
-from .errors import Problem, UsageError
-from .fixtures import PINS_NAME, fixtures_hash, load_cases
-from .model import ExitCode, Lane, RetryPolicy
+from .errors import UsageError
+from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
 
 EPILOG = """\
 exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive
@@ -71,8 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     lanes.add_argument("--endpoint-class", default="unspecified", help="names the serving setup, part of the fingerprint (default: %(default)s)")
     lanes.add_argument("--write-pins", action="store_true", help="write this run's results as the pins (adjudication, outside CI)")
     lanes.add_argument("--move-baseline", action="store_true", help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
-    lanes.add_argument("--base-pins", type=Path, help="the base branch's pins, for the per-case diff in the report (the action passes it)")
-    lanes.add_argument("--base-pins-error", metavar="TEXT", help="why the base branch's pins could not be read (shown instead of the diff)")
+    lanes.add_argument("--base-pins", type=Path, help="the base branch's pins file, for the per-case diff in the report")
+    run.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
+                     help="also write this report format (repeatable); built-ins: console (summary.txt); json, markdown and junit are always written; "
+                     "plug-ins register more (docs/plugins.md)")
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)",
@@ -83,32 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     hash_cmd.add_argument("--pins", type=Path, help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
     hash_cmd.add_argument("--replay", type=Path, help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
 
-    sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors)",
-                   description="Print the JSON Schema every fixture case is validated against; point your editor's YAML/JSON "
-                   "language server at it to get completion and typo checks while writing cases.")
+    schema = sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors) or of report.json",
+                            description="Print the JSON Schema every fixture case is validated against (the default; point your editor's "
+                            "YAML/JSON language server at it to get completion and typo checks while writing cases), or with 'report' the "
+                            "schema of report.json, for tools that read it.")
+    schema.add_argument("which", nargs="?", choices=("case", "report"), default="case", help="case (default) or report")
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    wrong = [f"{flag} must be at least {low}, got {value:g}" for flag, value, low in (
-        ("--concurrency", args.concurrency, 1), ("--repeats", args.repeats, 1), ("--max-attempts", args.max_attempts, 1),
-        ("--retry-budget", args.retry_budget, 0), ("--max-retry-after", args.max_retry_after, 0)) if value < low]
-    if args.timeout <= 0:
-        wrong.append(f"--timeout must be positive, got {args.timeout:g}")
-    if wrong:
-        raise UsageError([Problem("", None, None, w) for w in wrong])
-    if args.move_baseline and not args.write_pins:
-        raise UsageError("--move-baseline only makes sense with --write-pins")
-    if args.base_url and args.replay:
-        raise UsageError("--base-url and --replay are exclusive: a replay grades recorded envelopes offline")
-    if args.record and not args.base_url:
-        raise UsageError("--record needs a live run (--base-url or EVAL_BASE_URL)")
-    for flag, path in (("--out", args.out), ("--record", args.record)):
-        if path is not None and path.resolve().is_relative_to(args.fixtures.resolve()):
-            raise UsageError(f"{flag} {path} is inside the fixtures directory {args.fixtures}: what it writes would be read as fixtures "
-                             "and change the fixtures hash; write it elsewhere")
-    if args.base_url and not args.model:
-        raise UsageError("a live run needs --model (or EVAL_MODEL)")
+    """The run's configuration from flags and the environment (checked by ``api.run``)."""
     return RunConfig(
         fixtures_dir=args.fixtures,
         pins_path=args.pins or args.fixtures / PINS_NAME,
@@ -127,37 +112,33 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         record=args.record,
         replay=args.replay,
         config_path=args.config,
-        base_pins_path=args.base_pins,
-        base_pins_error=args.base_pins_error,
         write_pins=args.write_pins,
         move_baseline=args.move_baseline,
         in_ci=truthy(os.environ.get("CI")) or truthy(os.environ.get("GITHUB_ACTIONS")),
         quiet=args.quiet,
+        formats=tuple(args.formats),
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .render.console import render_console
-    from .runner import execute
+    from .api import read_base_pins, run
+    from .formats.console import render_console
 
     config = config_from_args(args)
-    fetch = None
-    if config.base_url:
-        from .transport import fetch_envelopes
-
-        fetch = fetch_envelopes
-    result = execute(config, fetch)
-    files = [p.as_posix() for p in result.written]
+    result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
     if config.quiet:
-        print(f"envelope-ci: {result.report['verdict']}")
+        print(f"envelope-ci: {result.report.verdict.value}")
     else:
-        print(render_console(result.report, files))
+        print(render_console(result.report, [p.as_posix() for p in result.written]))
     if result.pins_written:
         print(f"wrote pins: {result.pins_written.as_posix()} — review the diff and commit it with the fixtures")
     return int(result.exit_code)
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
+    from .sources.cases import load_cases
+    from .sources.files import fixtures_hash
+
     excluded = {(args.pins or args.fixtures / PINS_NAME).resolve()}
     if args.replay:
         excluded.add(args.replay.resolve())
@@ -166,10 +147,15 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return int(ExitCode.PASS)
 
 
-def cmd_schema(_: argparse.Namespace) -> int:
-    from .fixtures import case_schema
+def cmd_schema(args: argparse.Namespace) -> int:
+    if args.which == "report":
+        from .report.model import report_schema
 
-    print(json.dumps(case_schema(), indent=2))
+        print(json.dumps(report_schema(), indent=2))
+    else:
+        from .sources.cases import case_schema
+
+        print(json.dumps(case_schema(), indent=2))
     return int(ExitCode.PASS)
 
 
@@ -193,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:  # a second Ctrl-C: leave at once
         print("envelope-ci: interrupted", file=sys.stderr)
-        return 130
+        return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug of ours must not exit 1, which CI reads as a regression
         print(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE)

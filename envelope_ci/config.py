@@ -1,107 +1,10 @@
-"""RunConfig and thresholds: every default in one place, ``envelope-ci.yaml`` validated."""
+"""RunConfig: everything one run needs, every default in one place."""
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import jsonschema
-
-from .errors import Problem, UsageError
-from .fixtures import CONFIG_NAMES, parse_yaml, read_text, unknown_key_problems
-from .model import Lane, RetryPolicy, Thresholds
-
-_RATE = {"type": "number", "minimum": 0, "maximum": 1}
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "size_slack": {"type": "number", "minimum": 1},
-        "time_slack": {"type": "number", "minimum": 1},
-        "time_floor_ms": {"type": "number", "minimum": 0},
-        "easy_floor": _RATE,
-        "medium_floor": _RATE,
-        "stretch_high": _RATE,
-        "ceiling_easy": _RATE,
-        "ceiling_medium": _RATE,
-        "thin_below": {"type": "integer", "minimum": 0},
-        "require_strata": {"type": "boolean"},
-        "min_delivered_share": _RATE,
-        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-    },
-}
-
-
-@dataclass(frozen=True)
-class FileConfig:
-    """What ``envelope-ci.yaml`` may set."""
-
-    thresholds: Thresholds
-    headers: dict[str, str]  # as written: ``${NAME}`` is resolved only for a live run
-    path: Path | None
-    headers_line: int | None = None
-
-    def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The extra request headers with ``${NAME}`` taken from the environment (secrets stay out of files).
-
-        Only a live run needs them, so an offline run (a fork PR, where secrets are withheld)
-        never fails on a variable that is not set.
-        """
-        problems: list[Problem] = []
-
-        def sub(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in environ:
-                problems.append(Problem(self.path.as_posix() if self.path else "envelope-ci.yaml", self.headers_line, "headers",
-                                        f"${{{name}}} is not set in the environment (export it, or remove the header)"))
-                return ""
-            return environ[name]
-
-        out = {k: re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, v) for k, v in self.headers.items()}
-        if problems:
-            raise UsageError(problems)
-        return out
-
-
-def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
-    if explicit is not None:
-        if not explicit.is_file():
-            raise UsageError(f"{explicit}: config file not found")
-        return explicit
-    for name in CONFIG_NAMES:
-        if (fixtures_dir / name).is_file():
-            return fixtures_dir / name
-    return None
-
-
-def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
-    """Thresholds and extra request headers, defaults where the file is silent."""
-    path = find_config(fixtures_dir, explicit)
-    if path is None:
-        return FileConfig(Thresholds(), {}, None)
-    shown = path.as_posix()
-    raws = parse_yaml(read_text(path, shown), shown)
-    if not raws:
-        return FileConfig(Thresholds(), {}, path)
-    if len(raws) != 1 or not isinstance(raws[0].data, dict):
-        raise UsageError([Problem(shown, 1, None, "expected a mapping of settings")])
-    raw = raws[0]
-    problems: list[Problem] = []
-    for error in jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(raw.data):
-        if error.validator == "additionalProperties":
-            problems += unknown_key_problems(raw, error)
-            continue
-        top = str(error.absolute_path[0]) if error.absolute_path else None
-        where = ".".join(map(str, error.absolute_path)) or None
-        problems.append(Problem(shown, raw.key_lines.get(top, raw.line) if top else raw.line, where, error.message))
-    if problems:
-        raise UsageError(problems)
-    data = raw.data
-    known = {f.name for f in fields(Thresholds)}
-    thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
-    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"))
+from .model import Lane, RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -125,12 +28,11 @@ class RunConfig:
     record: Path | None = None
     replay: Path | None = None
     config_path: Path | None = None
-    base_pins_path: Path | None = None
-    base_pins_error: str | None = None
     write_pins: bool = False
     move_baseline: bool = False
     in_ci: bool = False
     quiet: bool = False
+    formats: tuple[str, ...] = ()  # report formats written besides report.json, report.md and junit.xml
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .grading.assertions.base import Expectation
 
 # Bump whenever grading semantics change: it is part of every fingerprint, so pins
 # written by an older grader stop being compared as like-for-like.
@@ -61,7 +64,18 @@ class Outcome(str, Enum):
     UNDELIVERED = "undelivered"
 
 
+class Gate(str, Enum):
+    """What one case does to the run: computed once, in analysis; every output reads it."""
+
+    PASS = "pass"  # stable
+    FAIL = "fail"  # a regression, or a case of a stratum whose floor alert fired
+    UNDELIVERED = "undelivered"  # transport: makes the run inconclusive, never red
+    TOLERATED = "tolerated"  # not stable, but not failing the gate (a known failure, a stretch miss)
+
+
 class Verdict(str, Enum):
+    """The run's answer: the exit code follows from it (``VERDICT_EXIT``)."""
+
     PASS = "pass"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
@@ -72,8 +86,10 @@ class ExitCode(IntEnum):
 
     PASS = 0
     FAIL = 1
-    USAGE = 2
+    USAGE = 2  # bad input or usage, and also an internal error: never 1, which reads as a regression
     INCONCLUSIVE = 3
+    SOFTWARE = 70  # the action's harness crashed (sysexits EX_SOFTWARE)
+    INTERRUPTED = 130  # a second Ctrl-C: leave at once (128 + SIGINT)
 
 
 VERDICT_EXIT = {
@@ -82,14 +98,52 @@ VERDICT_EXIT = {
     Verdict.INCONCLUSIVE: ExitCode.INCONCLUSIVE,
 }
 
-STRATA = ("easy", "medium", "stretch")
+# The pins file beside the fixtures, and the settings file the fixtures directory may hold.
+PINS_NAME = "envelope-pins.json"
+CONFIG_NAMES = ("envelope-ci.yaml", "envelope-ci.yml")
+
+
+class Detail(str, Enum):
+    """How much of the report a rendering shows: all, per-case tables folded, or only what is not stable."""
+
+    FULL = "full"
+    COLLAPSED = "collapsed"
+    FAILING = "failing"
+
+
+@dataclass(frozen=True)
+class Stratum:
+    """One difficulty band and the bars it is held to (names of ``Thresholds`` fields).
+
+    ``floor`` fails the run below it (``floor_alert``); ``watermark`` is a pass rate at or
+    above which the band has become too easy; ``ceiling`` is its share of the ceiling alarm.
+    """
+
+    name: str
+    floor: str | None = None
+    floor_alert: str | None = None
+    watermark: str | None = None
+    ceiling: str | None = None
+
+
+# The one list of strata: the fixture schema, analysis, alerts and every table follow it.
+STRATA_SPEC: tuple[Stratum, ...] = (
+    Stratum("easy", floor="easy_floor", floor_alert="easy_regression", ceiling="ceiling_easy"),
+    Stratum("medium", floor="medium_floor", floor_alert="medium_regression", ceiling="ceiling_medium"),
+    Stratum("stretch", watermark="stretch_high", ceiling="stretch_high"),
+)
 # Cases with no stratum are held to the easy floor but reported on their own row.
-UNSTRATIFIED = "unstratified"
+UNSTRATIFIED = Stratum("unstratified", floor="easy_floor", floor_alert="easy_regression")
+STRATA = tuple(s.name for s in STRATA_SPEC)
 
 
 @dataclass(frozen=True)
 class Case:
-    """One golden case as loaded from a fixture file (validated already)."""
+    """One golden case as loaded from a fixture file (validated already).
+
+    ``expectations`` are its assertions in order: the flat shorthands first, then its
+    ``assert`` list (see ``grading.assertions``).
+    """
 
     id: str
     stratum: str | None
@@ -97,13 +151,7 @@ class Case:
     file: str
     line: int | None
     digest: str
-    expect_fragment: str | None = None
-    must_include: tuple[str, ...] = ()
-    must_not_include: tuple[str, ...] = ()
-    expect_json: Any = None
-    has_expect_json: bool = False
-    schema: Mapping[str, Any] | None = None
-    max_chars: int | None = None
+    expectations: tuple[Expectation, ...] = ()
     timeout_s: float | None = None
     completion: str | None = None
     recorded: tuple[Mapping[str, Any], ...] | None = None
@@ -111,8 +159,19 @@ class Case:
 
     @property
     def wants_json(self) -> bool:
-        """A case whose answer must be JSON: it has a schema or a JSON expectation."""
-        return self.schema is not None or self.has_expect_json
+        """A case whose answer must be JSON: one of its assertions needs the parsed answer."""
+        return any(e.kind.needs_json and not e.negated for e in self.expectations)
+
+    @property
+    def reads_json(self) -> bool:
+        """A case with an assertion on the parsed answer, if there is one (``not-is-json`` reads it too)."""
+        return any(e.kind.needs_json for e in self.expectations)
+
+    @property
+    def max_chars(self) -> int | None:
+        """The tightest size budget its assertions set, judged on the size channel."""
+        budgets = [e.value for e in self.expectations if e.kind.failure.value == "size" and not e.negated]
+        return min(budgets) if budgets else None
 
 
 @dataclass(frozen=True)

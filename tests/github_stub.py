@@ -294,8 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> tuple[int, Any, dict[str, str]]:
         stub = self.stub
         if method == "POST" and path == "/graphql":
-            query = body.get("query", "") if isinstance(body, dict) else ""
-            if "viewer" not in query:
+            graphql = body.get("query", "") if isinstance(body, dict) else ""
+            if "viewer" not in graphql:
                 return 400, {"message": "the stub answers only { viewer { login } }"}, {}
             return 200, {"data": {"viewer": {"login": login}}}, {}
         if method == "GET" and path == "/user":

@@ -9,22 +9,13 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, MODEL, OTHER_MODEL, chat_body, grade, make_case, recorded, transport_error
 
-from envelope_ci.analysis import (
-    CaseResult,
-    case_label,
-    decide,
-    fixture_changes,
-    fixtures_alert,
-    judge_case,
-    lanes_report,
-    measure_of,
-    outcome_of,
-    percentile,
-    rate,
-    strata_report,
-    summarize,
-)
-from envelope_ci.fixtures import load_cases
+from envelope_ci.analysis.cases import CaseResult, case_label, judge_case, measure_of, outcome_of, percentile
+from envelope_ci.analysis.fixtures import fixture_changes, fixtures_alert
+from envelope_ci.analysis.gate import decide
+from envelope_ci.analysis.lanes import lanes_report
+from envelope_ci.analysis.strata import strata_report
+from envelope_ci.analysis.summary import rate, summarize
+from envelope_ci.grading.grade import grade_all
 from envelope_ci.model import (
     VERDICT_EXIT,
     Channel,
@@ -38,11 +29,30 @@ from envelope_ci.model import (
     Thresholds,
     Verdict,
 )
-from envelope_ci.runner import grade_all, offline_envelopes
+from envelope_ci.report.codec import from_json, to_json
+from envelope_ci.report.model import FixtureChanges
+from envelope_ci.sources.cases import load_cases
+from envelope_ci.sources.recordings import offline_envelopes
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 T = Thresholds()
+
+
+def report_strata(results, thresholds):
+    """strata_report with its rows as report.json has them."""
+    rows, alerts = strata_report(results, thresholds)
+    return {name: to_json(row) for name, row in rows.items()}, alerts
+
+
+def changes_of(*args):
+    """fixture_changes as report.json has it."""
+    return to_json(fixture_changes(*args))
+
+
+def alert_of(changes):
+    """fixtures_alert of changes given as report.json has them."""
+    return fixtures_alert(from_json(FixtureChanges, changes))
 RUN_FP = Fingerprint("smoke", "unspecified", None, 0.0)
 PIN_FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0)
 
@@ -84,7 +94,7 @@ R, W, D, E, S, X = Label.RIGHT, Label.WRONG, Label.DROP, Label.EMPTY, Label.SCHE
 def test_outcome_verdict_exitcode_lane_enums():
     assert [o.value for o in Outcome] == ["regression", "known_failure", "improvement", "unchanged", "new", "undelivered"]
     assert [v.value for v in Verdict] == ["pass", "fail", "inconclusive"]
-    assert [(e.name, int(e)) for e in ExitCode] == [("PASS", 0), ("FAIL", 1), ("USAGE", 2), ("INCONCLUSIVE", 3)]
+    assert [(e.name, int(e)) for e in ExitCode] == [("PASS", 0), ("FAIL", 1), ("USAGE", 2), ("INCONCLUSIVE", 3), ("SOFTWARE", 70), ("INTERRUPTED", 130)]
     assert VERDICT_EXIT == {Verdict.PASS: ExitCode.PASS, Verdict.FAIL: ExitCode.FAIL, Verdict.INCONCLUSIVE: ExitCode.INCONCLUSIVE}
     assert [lane.value for lane in Lane] == ["smoke", "adjudication"]
     for enum in (Outcome, Verdict, Lane):
@@ -209,7 +219,7 @@ def test_summary_of_planted(planted):
     cases, grades, by_label = planted
     assert {label: len(v) for label, v in by_label.items()} == {label: 4 for label in Label}
     results = [judge_case(c, grades[c.id], RUN_FP, None, T) for c in cases]
-    s = summarize(results)
+    s = to_json(summarize(results))
     assert s["counts"] == {"drop": 4, "empty": 4, "truncated": 4, "schema": 4, "wrong": 4, "right": 4}
     assert list(s["counts"]) == [label.value for label in Label]
     assert s["total"] == 24 and s["delivered"] == 16 and s["stable"] == 4
@@ -222,10 +232,10 @@ def test_summary_of_planted(planted):
 
 
 def test_summary_with_zero_denominators(planted):
-    empty = summarize([])
+    empty = to_json(summarize([]))
     assert empty["counts"] == {label.value: 0 for label in Label}
     assert (empty["naive_pass_rate"], empty["yield"], empty["accuracy_on_yield"]) == (None, None, None)
-    only_drops = summarize([result_from(planted, D, "easy", i) for i in range(3)])
+    only_drops = to_json(summarize([result_from(planted, D, "easy", i) for i in range(3)]))
     assert only_drops["counts"] == {"drop": 3, "empty": 0, "truncated": 0, "schema": 0, "wrong": 0, "right": 0}
     assert only_drops["naive_pass_rate"] == 0.0 and only_drops["yield"] == 0.0
     assert only_drops["accuracy_on_yield"] is None
@@ -241,7 +251,7 @@ HEALTHY = {"easy": [R, R, R], "medium": [R, R, R, R, R, R, W], "stretch": [R, W,
 
 
 def test_healthy_strata_have_no_alerts(planted):
-    strata, alerts = strata_report(make_results(planted, HEALTHY), T)
+    strata, alerts = report_strata(make_results(planted, HEALTHY), T)
     assert alerts == []
     assert strata["easy"] == {"n": 3, "passed": 3, "pass_rate": 1.0, "cases": 3, "undelivered": 0}
     assert strata["medium"]["pass_rate"] == 0.857143  # 6/7, just over the 0.85 floor
@@ -262,20 +272,20 @@ def test_healthy_strata_have_no_alerts(planted):
     ],
 )
 def test_each_strata_alert(planted, spec, code, stratum):
-    _, alerts = strata_report(make_results(planted, spec), T)
+    _, alerts = report_strata(make_results(planted, spec), T)
     assert codes(alerts) == [code]
     assert alerts[0].stratum == stratum
     assert alerts[0].message
 
 
 def test_ceiling(planted):
-    _, alerts = strata_report(make_results(planted, {"easy": [R, R], "medium": [R, R], "stretch": [R, R]}), T)
+    _, alerts = report_strata(make_results(planted, {"easy": [R, R], "medium": [R, R], "stretch": [R, R]}), T)
     assert codes(alerts) == ["stretch_too_easy", "ceiling"]
     assert alerts[1].stratum is None and "ceiling" in alerts[1].message
 
 
 def test_regression_message_names_failing_cases(planted):
-    _, alerts = strata_report(make_results(planted, {"easy": [R, W, S]}), T)
+    _, alerts = report_strata(make_results(planted, {"easy": [R, W, S]}), T)
     assert codes(alerts) == ["easy_regression"]
     assert "easy-wrong-1" in alerts[0].message and "easy-schema-2" in alerts[0].message
     assert "0.333" in alerts[0].message
@@ -283,39 +293,39 @@ def test_regression_message_names_failing_cases(planted):
 
 def test_empty_stratum_is_not_an_alert_unless_required(planted):
     spec = {"easy": [R, R], "medium": [R, R]}
-    strata, alerts = strata_report(make_results(planted, spec), T)
+    strata, alerts = report_strata(make_results(planted, spec), T)
     assert alerts == []
     assert strata["stretch"] == {"n": 0, "passed": 0, "pass_rate": None, "cases": 0, "undelivered": 0}
-    _, alerts = strata_report(make_results(planted, spec), Thresholds(require_strata=True))
+    _, alerts = report_strata(make_results(planted, spec), Thresholds(require_strata=True))
     assert codes(alerts) == ["thin_stratum"] and alerts[0].stratum == "stretch"
 
 
 def test_unstratified_cases_are_held_to_the_easy_floor(planted):
-    strata, alerts = strata_report(make_results(planted, {None: [R, R, R]}), T)
+    strata, alerts = report_strata(make_results(planted, {None: [R, R, R]}), T)
     assert alerts == [] and strata["unstratified"]["pass_rate"] == 1.0
-    strata, alerts = strata_report(make_results(planted, {None: [R, R, W]}), T)
+    strata, alerts = report_strata(make_results(planted, {None: [R, R, W]}), T)
     assert codes(alerts) == ["easy_regression"] and alerts[0].stratum == "unstratified"
     # a size or time break is not stable either
-    _, alerts = strata_report(make_results(planted, {None: [R, R]}) + [
+    _, alerts = report_strata(make_results(planted, {None: [R, R]}) + [
         judge_case(make_case(id="big", max_chars=3), [grade("ready", must_include=["ready"])], RUN_FP, None, T)], T)
     assert codes(alerts) == ["easy_regression"]
 
 
 def test_strata_rates_count_delivered_cases_only(planted):
-    strata, alerts = strata_report(make_results(planted, {"easy": [R, R, D, E], "medium": [R, R]}), T)
+    strata, alerts = report_strata(make_results(planted, {"easy": [R, R, D, E], "medium": [R, R]}), T)
     assert alerts == []
     assert strata["easy"] == {"n": 2, "passed": 2, "pass_rate": 1.0, "cases": 4, "undelivered": 2}
-    all_dropped, alerts = strata_report(make_results(planted, {"easy": [D, D], "medium": [R, R]}), T)
+    all_dropped, alerts = report_strata(make_results(planted, {"easy": [D, D], "medium": [R, R]}), T)
     assert all_dropped["easy"]["pass_rate"] is None and alerts == []
 
 
 def test_thresholds_from_config_move_the_bars(planted):
     spec = {"easy": [R, R, R, W], "medium": [R, W], "stretch": [R, R, W]}
-    _, alerts = strata_report(make_results(planted, spec), T)
+    _, alerts = report_strata(make_results(planted, spec), T)
     assert set(codes(alerts)) == {"easy_regression", "medium_regression"}
     relaxed = Thresholds(easy_floor=0.75, medium_floor=0.5, stretch_high=0.9)
     assert strata_report(make_results(planted, spec), relaxed)[1] == []
-    _, alerts = strata_report(make_results(planted, {"easy": [R, R]}), Thresholds(thin_below=3))
+    _, alerts = report_strata(make_results(planted, {"easy": [R, R]}), Thresholds(thin_below=3))
     assert codes(alerts) == ["thin_stratum"]
 
 
@@ -334,7 +344,7 @@ def test_lanes_report_counts(planted):
         judge_case(dataclasses.replace(kase, id="unpinned"), right, RUN_FP, None, T),
         judge_case(dataclasses.replace(kase, id="dropped"), [grade(transport_error(), kase)], RUN_FP, _pin(), T),
     ]
-    lanes = lanes_report(results)
+    lanes = to_json(lanes_report(results))
     # a drop has no response, hence no fingerprint: it is neither a match nor a mismatch
     assert lanes == {"matched_fingerprints": 3, "fingerprint_mismatches": 1, "grade_flips": 2, "flipped": ["flip", "flip-up"], "unpinned": 1, "undelivered": 1}
 
@@ -345,23 +355,23 @@ def test_fixture_changes():
     a, b, c = (make_case(id=i, must_include=[i]) for i in ("a", "b", "c"))
     pins = Pins("sha256:old", PIN_FP, {"a": _pin(), "b": dataclasses.replace(_pin(), hash="sha256:stale"), "gone": _pin()})
     pins = Pins(pins.fixtures_hash, pins.fingerprint, {**pins.cases, "a": dataclasses.replace(_pin(), hash=a.digest)})
-    changes = fixture_changes([a, b, c], pins, "sha256:new")
+    changes = changes_of([a, b, c], pins, "sha256:new")
     assert changes == {"hash": "sha256:new", "pinned_hash": "sha256:old", "changed": True, "added": ["c"], "removed": ["gone"], "modified": ["b"],
                        "files_changed": []}
-    alert = fixtures_alert(changes)
+    alert = alert_of(changes)
     assert alert.code == "fixtures_changed"
     assert "added: c" in alert.message and "removed: gone" in alert.message and "modified: b" in alert.message
-    same = fixture_changes([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h")
-    assert same["changed"] is False and fixtures_alert(same) is None
-    config_only = fixture_changes([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h2")
+    same = changes_of([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h")
+    assert same["changed"] is False and alert_of(same) is None
+    config_only = changes_of([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h2")
     assert (config_only["changed"], config_only["added"], config_only["removed"], config_only["modified"]) == (True, [], [], [])
-    assert "non-case file" in fixtures_alert(config_only).message
+    assert "non-case file" in alert_of(config_only).message
     # With per-file digests in the pins, the changed file is named even when no case changed.
     with_files = Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}, {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:2"})
-    named = fixture_changes([a], with_files, "sha256:h2", {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:3", "new.txt": "sha256:4"})
+    named = changes_of([a], with_files, "sha256:h2", {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:3", "new.txt": "sha256:4"})
     assert named["files_changed"] == ["envelope-ci.yaml", "new.txt"]
-    assert "files: envelope-ci.yaml, new.txt" in fixtures_alert(named).message
-    none = fixture_changes([a], None, "sha256:h")
+    assert "files: envelope-ci.yaml, new.txt" in alert_of(named).message
+    none = changes_of([a], None, "sha256:h")
     assert none == {"hash": "sha256:h", "pinned_hash": None, "changed": False, "added": [], "removed": [], "modified": [], "files_changed": []}
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from envelope_ci.channels import Measure, channel_for, size_breaches, time_breaches, time_limit_ms
+from envelope_ci.analysis.channels import Measure, channel_for, size_breaches, time_breaches, time_limit_ms
 from envelope_ci.model import Channel, Fingerprint, Label, Pin, Thresholds
 
 pytestmark = pytest.mark.usefixtures("clean_env")

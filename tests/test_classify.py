@@ -1,4 +1,4 @@
-"""The classifier: six labels from real-shaped envelopes (openai-envelopes.md), in the method's order."""
+"""The classifier: six labels from envelopes shaped as real servers send them, in the method's order."""
 from __future__ import annotations
 
 import json
@@ -16,8 +16,10 @@ from conftest import (
     transport_error,
 )
 
-from envelope_ci.classify import TRANSIENT_STATUSES, cut_mid_value, error_message, subset_mismatch
+from envelope_ci.grading.assertions.json_subset import subset_mismatch
+from envelope_ci.grading.envelope import TRANSIENT_STATUSES, cut_mid_value
 from envelope_ci.model import Envelope, Label
+from envelope_ci.providers.openai_chat import error_message
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

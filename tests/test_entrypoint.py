@@ -36,7 +36,8 @@ from github_stub import (
     GitHubStub,
 )
 
-from envelope_ci.github import COMMENT_LIMIT, SUMMARY_LIMIT, marker_for
+from envelope_ci.github.commands import SUMMARY_LIMIT
+from envelope_ci.github.comment import COMMENT_LIMIT, marker_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRYPOINT = ROOT / "entrypoint.py"
@@ -210,7 +211,7 @@ def parse_outputs(text: str) -> dict[str, str]:
     return values
 
 
-def run_action(
+def runner_env(
     repo: PrRepo,
     stub: GitHubStub | None,
     *,
@@ -220,8 +221,8 @@ def run_action(
     token: str = WRITE_TOKEN,
     env: Mapping[str, str | None] | None = None,
     summary_name: str = "summary.md",
-) -> ActionRun:
-    """`python entrypoint.py` the way the runner starts the container's entrypoint."""
+) -> dict[str, str]:
+    """The environment the runner gives the container: inputs, event, summary and output files."""
     tmp = repo.workspace.parent
     files = tmp / "runner"
     files.mkdir(exist_ok=True)
@@ -263,16 +264,28 @@ def run_action(
             full.pop(name, None)
         else:
             full[name] = value
+    return full
+
+
+def action_run(code: int, stdout: str, stderr: str, env: Mapping[str, str]) -> ActionRun:
+    """What a run left: its exit, its log, and the runner's files."""
+    outputs_raw = Path(env["GITHUB_OUTPUT"]).read_text("utf-8")
+    outputs = parse_outputs(outputs_raw)
+    workspace = Path(env["GITHUB_WORKSPACE"])
+    return ActionRun(
+        code, stdout, stderr, Path(env["GITHUB_STEP_SUMMARY"]).read_text("utf-8"), outputs_raw, outputs,
+        workspace / (outputs.get("report-json") or ".envelope-ci/x/report.json").rsplit("/", 1)[0],
+    )
+
+
+def run_action(repo: PrRepo, stub: GitHubStub | None, **options: Any) -> ActionRun:
+    """`python entrypoint.py` the way the runner starts the container's entrypoint (options: see runner_env)."""
+    full = runner_env(repo, stub, **options)
     proc = subprocess.run(
         [sys.executable, str(ENTRYPOINT)], cwd=repo.workspace, env=full,
         capture_output=True, text=True, encoding="utf-8", timeout=180, check=False,
     )
-    outputs_raw = output.read_text("utf-8")
-    outputs = parse_outputs(outputs_raw)
-    return ActionRun(
-        proc.returncode, proc.stdout, proc.stderr, summary.read_text("utf-8"), outputs_raw, outputs,
-        repo.workspace / (outputs.get("report-json") or ".envelope-ci/x/report.json").rsplit("/", 1)[0],
-    )
+    return action_run(proc.returncode, proc.stdout, proc.stderr, full)
 
 
 def bot_comments(stub: GitHubStub) -> list[dict[str, Any]]:
@@ -553,6 +566,11 @@ def _restore_pins(wd: Path) -> None:
     shutil.copyfile(SUPPORT_BOT / "envelope-pins.json", pins_path(wd))
 
 
+def _restore_pins_and_regress(wd: Path) -> None:
+    _restore_pins(wd)
+    planted_regression(wd)
+
+
 def test_base_pins_from_the_test_merge_parent(tmp_path: Path, stub: GitHubStub) -> None:
     repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=_restore_pins)
     run = run_action(repo, stub)
@@ -568,7 +586,7 @@ def test_base_pins_from_the_test_merge_parent(tmp_path: Path, stub: GitHubStub) 
 
 def test_checkout_below_the_workspace(tmp_path: Path, stub: GitHubStub) -> None:
     # actions/checkout with `path: src`: the repository is a folder of the workspace.
-    built = make_pr_repo(tmp_path / "build", base=_base_pin_differs, head=lambda wd: (_restore_pins(wd), planted_regression(wd)))
+    built = make_pr_repo(tmp_path / "build", base=_base_pin_differs, head=_restore_pins_and_regress)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     built.workspace.rename(workspace / "src")
@@ -646,6 +664,113 @@ def test_base_pins_unavailable_is_said_and_the_run_goes_on(tmp_path: Path, stub:
     assert any("base branch pins unavailable" in w for w in run.warnings)
     base = run.report()["base"]
     assert base["present"] is False and "API" in base["error"] and "git" in base["error"]
+
+
+def test_malformed_base_pins_are_said_and_the_run_goes_on(tmp_path: Path, stub: GitHubStub) -> None:
+    def garbage(wd: Path) -> None:
+        pins_path(wd).write_text("{not json", "utf-8")
+
+    repo = make_pr_repo(tmp_path, base=garbage, head=_restore_pins)
+    run = run_action(repo, stub)
+    assert run.code == 0, run.stdout + run.stderr
+    body = stub.comments(PR)[0]["body"]
+    where = f"{repo.base[:12]}:evals/envelope-pins.json:1: malformed JSON"
+    assert "base branch pins unavailable:" in body and where in body
+    base = run.report()["base"]
+    assert base["present"] is False and where in base["error"]
+    assert base["source"] == f"git show {repo.base[:12]}:evals/envelope-pins.json (test merge's first parent)"
+
+
+# -- what the action hands to the library, and what it makes of a failure (in process) ------------
+
+
+@dataclass
+class Handed:
+    """What the action passed to envelope_ci.api.run."""
+
+    config: Any = None
+    base: Any = None
+
+
+def run_in_process(repo: PrRepo, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                   fake: Callable[..., Any] | None = None, **options: Any) -> tuple[ActionRun, Handed]:
+    """``envelope_ci.action.run.main`` in this process, ``api.run`` wrapped (or replaced by `fake`) to see what it gets."""
+    import io
+
+    from envelope_ci import api
+    from envelope_ci.action.run import main
+
+    handed = Handed()
+    real = api.run
+
+    def spy(config: Any, base: Any = None) -> Any:
+        handed.config, handed.base = config, base
+        return (fake or real)(config, base)
+
+    monkeypatch.setattr(api, "run", spy)
+    monkeypatch.chdir(repo.workspace)  # main changes directory; this puts it back
+    env = runner_env(repo, stub, **options)
+    out = io.StringIO()
+    code = main(env, out)
+    return action_run(code, out.getvalue(), capsys.readouterr().err, env), handed
+
+
+def test_the_run_config_and_base_pins_handed_to_the_library(tmp_path: Path, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from envelope_ci.api import BaseSource
+    from envelope_ci.config import RunConfig
+    from envelope_ci.model import Lane
+
+    repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=_restore_pins_and_regress)
+    run, handed = run_in_process(repo, stub, monkeypatch, capsys, inputs={
+        "replay": "recordings/pr.jsonl", "lane": "adjudication", "concurrency": "7", "repeats": "2", "endpoint-class": "fake"})
+    assert run.code == 1, run.stdout + run.stderr
+    config = handed.config
+    assert isinstance(config, RunConfig)
+    assert (config.fixtures_dir, config.pins_path, config.replay) == (Path("evals"), Path("evals/envelope-pins.json"), Path("recordings/pr.jsonl"))
+    assert config.out_dir == repo.workspace.resolve() / ".envelope-ci" / "evals"
+    assert (config.lane, config.concurrency, config.repeats, config.endpoint_class) == (Lane.ADJUDICATION, 7, 2, "fake")
+    assert (config.base_url, config.model, config.api_key, config.stream, config.in_ci, config.write_pins) == (None, None, API_KEY, False, True, False)
+    base = handed.base
+    assert isinstance(base, BaseSource) and base.error is None and base.pins is not None
+    assert base.pins.cases["greeting-no-apology-loop"].chars == 70
+    assert base.source == f"git show {repo.base[:12]}:evals/envelope-pins.json (test merge's first parent)"
+    assert not (run.out_dir / "base-pins.json").exists()
+    # The console summary is in the fenced group, before its end.
+    fenced = run.stdout.split("::stop-commands::", 1)[1]
+    assert fenced.index("envelope-ci: FAIL") < fenced.index("::endgroup::")
+
+
+def test_no_pull_request_hands_no_base_pins(tmp_path: Path, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_pr_repo(tmp_path)
+    run, handed = run_in_process(repo, stub, monkeypatch, capsys, event={}, event_name="push",
+                                 env={"EVAL_BASE_URL": "http://127.0.0.1:9/v1", "EVAL_MODEL": "m", "INPUT_REPLAY": "r.jsonl"})
+    assert run.code == 2  # a job's EVAL_BASE_URL stands in for base-url, as on the command line, and excludes a replay
+    assert handed.base is None and handed.config.base_url == "http://127.0.0.1:9/v1" and handed.config.model == "m"
+    assert "--base-url and --replay are exclusive" in run.summary
+
+
+@pytest.mark.parametrize(("raised", "code", "said"), [
+    (RuntimeError(f"boom {API_KEY}"), 70, "RuntimeError: boom ***"),
+    (KeyboardInterrupt(), 130, "envelope-ci: interrupted"),
+])
+def test_a_crash_or_an_interrupt_still_reports(tmp_path: Path, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str], raised: BaseException, code: int, said: str) -> None:
+    def crash(*_: Any) -> Any:
+        raise raised
+
+    repo = make_pr_repo(tmp_path)
+    run, _ = run_in_process(repo, stub, monkeypatch, capsys, fake=crash)
+    assert run.code == code and run.outputs["exit-code"] == str(code) and run.outputs["verdict"] == ""
+    body = stub.comments(PR)[0]["body"]
+    for text in (body, run.summary):
+        assert f"envelope-ci: exit {code}" in text and said in text
+    assert said in run.stderr and [e for e in run.errors if "envelope-ci failed" in e]
+    for text in (body, run.summary, run.stdout.split("\n", 2)[2], run.stderr):
+        assert API_KEY not in text and WRITE_TOKEN not in text
+    if code == 70:
+        assert "Traceback (most recent call last)" in run.stderr and "Traceback" in body
 
 
 # -- the harness's verdicts --------------------------------------------------------------------
@@ -745,14 +870,14 @@ def test_broken_fixtures_exit_2_and_say_where(tmp_path: Path, stub: GitHubStub) 
 
 
 def test_defaults_match_action_yml() -> None:
-    sys.path.insert(0, str(ROOT))
-    from envelope_ci import action as entrypoint
+    from envelope_ci.action.inputs import INPUT_DEFAULTS
+    from envelope_ci.action.publish import OUTPUT_NAMES
 
     action = yaml.safe_load((ROOT / "action.yml").read_text("utf-8"))
     defaults = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
     defaults["github-token"] = ""  # ${{ github.token }} only exists on a runner
-    assert entrypoint.INPUT_DEFAULTS == defaults
-    assert set(entrypoint.OUTPUT_NAMES) == set(action["outputs"]) == set(OUTPUTS)
+    assert INPUT_DEFAULTS == defaults
+    assert set(OUTPUT_NAMES) == set(action["outputs"]) == set(OUTPUTS)
 
 
 # -- docs/comment-example.md -------------------------------------------------------------------
@@ -765,7 +890,7 @@ EXAMPLE_HEADER = (
 
 
 def test_comment_example_is_current(tmp_path: Path, stub: GitHubStub) -> None:
-    repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=lambda wd: (_restore_pins(wd), planted_regression(wd)))
+    repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=_restore_pins_and_regress)
     run = run_action(repo, stub, inputs={"replay": "recordings/pr.jsonl"})
     assert run.code == 1
     body = stub.comments(PR)[0]["body"]

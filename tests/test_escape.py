@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from envelope_ci.render.escape import (
+from envelope_ci.formats.escape import (
     ELLIPSIS,
     NEWLINE_MARK,
     cell,

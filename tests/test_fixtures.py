@@ -9,15 +9,11 @@ import pytest
 from conftest import EXAMPLES, chat_body, make_suite, recorded, transport_error, write_replay
 
 from envelope_ci.errors import Problem, UsageError
-from envelope_ci.fixtures import (
-    MAX_YAML_ALIASES,
-    case_schema,
-    fixtures_hash,
-    load_cases,
-    load_recordings,
-)
 from envelope_ci.model import Envelope
-from envelope_ci.runner import offline_envelopes
+from envelope_ci.sources.cases import case_schema, load_cases
+from envelope_ci.sources.files import fixtures_hash
+from envelope_ci.sources.parse import MAX_YAML_ALIASES
+from envelope_ci.sources.recordings import load_recordings, offline_envelopes
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -64,11 +60,12 @@ def test_case_fields_are_built(tmp_path):
     ])
     p, m = load_cases(root, set())
     assert p.messages == ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"})
-    assert (p.stratum, p.completion, p.must_include, p.must_not_include, p.max_chars, p.timeout_s) == ("easy", "hello", ("HELLO",), ("sorry",), 40, 5)
+    assert (p.stratum, p.completion, p.max_chars, p.timeout_s) == ("easy", "hello", 40, 5)
+    assert [(e.name, e.value) for e in p.expectations] == [("contains", "hel"), ("icontains-all", ["HELLO"]), ("not-icontains-any", ["sorry"]), ("max-chars", 40)]
     assert p.request == {"max_tokens": 64, "temperature": 0.2}
     assert p.recorded is None and not p.wants_json
     assert m.messages == ({"role": "user", "content": "hi"},) and m.stratum is None
-    assert len(m.recorded) == 2 and m.has_expect_json and m.wants_json and m.expect_json is None
+    assert len(m.recorded) == 2 and m.wants_json and [(e.name, e.value) for e in m.expectations] == [("json-subset", None)]
     assert p.digest.startswith("sha256:") and p.digest != m.digest
 
 

@@ -1,6 +1,7 @@
 """Edges an independent review found: each once a traceback, a wrong exit code, or a report that hid something."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -19,10 +20,11 @@ from conftest import (
     write_replay,
 )
 
-from envelope_ci.analysis import judge_case
+from envelope_ci.analysis.cases import judge_case
+from envelope_ci.analysis.promotion import write_refusal
+from envelope_ci.formats.markdown import pin_command
 from envelope_ci.model import Fingerprint, Label, Lane, Thresholds
-from envelope_ci.pins import write_refusal
-from envelope_ci.render.markdown import pin_command
+from envelope_ci.report.model import RunInfo
 
 
 @pytest.fixture(autouse=True)
@@ -60,12 +62,12 @@ def test_nan_in_a_replay_line_is_bad_input(tmp_path):
 
 def test_an_internal_error_is_not_exit_1(tmp_path, monkeypatch):
     suite = make_suite(tmp_path, [case("a", completion="x")])
-    import envelope_ci.runner as runner
+    import envelope_ci.api as api
 
     def boom(*_a, **_k):
         raise RuntimeError("planted bug")
 
-    monkeypatch.setattr(runner, "grade_all", boom)
+    monkeypatch.setattr(api, "grade_all", boom)
     result = run_cli(["run", suite, "--out", tmp_path / "out"])
     assert result.code == 2 and "internal error" in result.err and "planted bug" in result.err
 
@@ -126,10 +128,11 @@ def test_a_comment_only_edit_names_the_file(tmp_path):
 
 
 def test_the_pin_command_reproduces_the_run():
-    base = {"fixtures_dir": "evals", "pins": "evals/envelope-pins.json", "endpoint_class": "unspecified", "temperature": 0.0}
-    assert pin_command({**base, "mode": "offline"}) == "envelope-ci run evals --pins evals/envelope-pins.json --lane adjudication --write-pins"
-    assert "--replay 'new model.jsonl'" in pin_command({**base, "mode": "replay", "replay": "new model.jsonl"})
-    live = pin_command({**base, "mode": "live", "model_requested": "gpt-x", "endpoint_class": "azure"})
+    base = RunInfo(mode="offline", lane="smoke", fixtures_dir="evals", pins="evals/envelope-pins.json", repeats=1, replay=None,
+                   model_requested=None, endpoint_class="unspecified", temperature=0.0, thresholds=Thresholds(), config_file=None)
+    assert pin_command(base) == "envelope-ci run evals --pins evals/envelope-pins.json --lane adjudication --write-pins"
+    assert "--replay 'new model.jsonl'" in pin_command(dataclasses.replace(base, mode="replay", replay="new model.jsonl"))
+    live = pin_command(dataclasses.replace(base, mode="live", model_requested="gpt-x", endpoint_class="azure"))
     assert '--endpoint-class azure' in live and '--base-url "$EVAL_BASE_URL" --model gpt-x' in live
 
 

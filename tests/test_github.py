@@ -1,7 +1,8 @@
-"""Tests for envelope_ci.github against the local GitHub API stand-in, over real sockets."""
+"""Tests for envelope_ci.github (client, comment, commands) against the local GitHub API stand-in, over real sockets."""
 
 from __future__ import annotations
 
+import email.utils
 import re
 import socket
 import time
@@ -24,21 +25,20 @@ from github_stub import (
     GitHubStub,
 )
 
-from envelope_ci.github import (
+from envelope_ci.github.client import CommentResult, GitHubClient
+from envelope_ci.github.commands import (
     SUMMARY_LIMIT,
-    CommentResult,
-    GitHubClient,
-    GitHubError,
     add_mask,
     append_summary,
     error_annotation,
     escape_data,
     escape_property,
-    fit_comment,
-    marker_for,
     warning,
     write_outputs,
 )
+from envelope_ci.github.comment import fit_comment, marker_for
+from envelope_ci.github.rest import GitHubError
+from envelope_ci.model import Detail
 
 PR = 7
 MARKER = marker_for("default")
@@ -247,6 +247,15 @@ def test_secondary_limit_403_with_retry_after(stub: GitHubStub, sleeps: list[flo
     assert sleeps == [3.0]
 
 
+def test_retry_after_as_an_http_date_or_in_milliseconds(stub: GitHubStub, sleeps: list[float]) -> None:
+    # The shared parser (envelope_ci.transport.retry_after), read against the client's clock.
+    now = 1_700_000_000.0
+    stub.plant_rate_limit(status=429, retry_after=email.utils.formatdate(now + 9, usegmt=True))
+    stub.plant(429, headers={"retry-after-ms": "1500"}, body={"message": "slow down"})
+    assert list(client_for(stub, sleeps, clock=lambda: now).list_comments(PR)) == []
+    assert sleeps == [9.0, 1.5]
+
+
 def test_primary_limit_waits_until_reset(stub: GitHubStub, sleeps: list[float]) -> None:
     now = 1_700_000_000.0
     stub.plant_rate_limit(status=403, reset_at=int(now) + 5)
@@ -398,25 +407,28 @@ def test_marker_for_is_bounded() -> None:
     assert marker_for("a" * 500) == "<!-- envelope-ci:" + "a" * 100 + " -->"
 
 
-def _levels(**sizes: int) -> tuple[Any, list[str]]:
-    seen: list[str] = []
+SIZES = {Detail.FULL: 200, Detail.COLLAPSED: 100, Detail.FAILING: 30}
 
-    def render(level: str) -> str:
-        seen.append(level)
-        return level[0].upper() * sizes[level]
+
+def _levels() -> tuple[Any, list[Detail]]:
+    seen: list[Detail] = []
+
+    def render(detail: Detail) -> str:
+        seen.append(detail)
+        return detail.value[0].upper() * SIZES[detail]
 
     return render, seen
 
 
 @pytest.mark.parametrize(
     ("limit", "expected"),
-    [(300, ["full"]), (200, ["full", "collapsed"]), (130, ["full", "collapsed", "failing"])],
+    [(300, [Detail.FULL]), (200, [Detail.FULL, Detail.COLLAPSED]), (130, list(Detail))],
 )
-def test_fit_comment_picks_the_most_detailed_level_that_fits(limit: int, expected: list[str]) -> None:
-    render, seen = _levels(full=200, collapsed=100, failing=30)
+def test_fit_comment_picks_the_most_detailed_level_that_fits(limit: int, expected: list[Detail]) -> None:
+    render, seen = _levels()
     out = fit_comment(render, limit=limit, margin=100)
     assert seen == expected
-    assert out == expected[-1][0].upper() * {"full": 200, "collapsed": 100, "failing": 30}[expected[-1]]
+    assert out == expected[-1].value[0].upper() * SIZES[expected[-1]]
 
 
 def test_fit_comment_hard_trims_closing_fence_and_details() -> None:
@@ -424,15 +436,15 @@ def test_fit_comment_hard_trims_closing_fence_and_details() -> None:
         f"{MARKER}\n## envelope-ci: fail\n\n<details><summary>Failing cases</summary>\n\n"
         "````text\n" + "".join(f"output line {i:03}\n" for i in range(200)) + "````\n\n</details>\n\nend\n"
     )
-    seen: list[str] = []
+    seen: list[Detail] = []
 
-    def render(level: str) -> str:
-        seen.append(level)
+    def render(detail: Detail) -> str:
+        seen.append(detail)
         return text
 
     out = fit_comment(render, limit=1500, margin=500)
 
-    assert seen == ["full", "collapsed", "failing"]
+    assert seen == list(Detail)
     assert len(out) <= 1000
     kept, tail = out.split("````\n</details>\n\n> **Trimmed:** ")
     assert text.startswith(kept) and kept.endswith("\n") and kept.startswith(MARKER)

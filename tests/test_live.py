@@ -32,7 +32,8 @@ from fake_openai import Behaviour, FakeOpenAI, refused_url  # noqa: E402
 
 from envelope_ci.cli import main  # noqa: E402
 from envelope_ci.model import Case, RetryPolicy  # noqa: E402
-from envelope_ci.transport import ClientSettings, run_live  # noqa: E402
+from envelope_ci.transport.http import ClientSettings  # noqa: E402
+from envelope_ci.transport.pool import run_live  # noqa: E402
 
 KEY = "sk-envci-live-test-7d1f0c9a2b"
 # RetryPolicy's default backoff: attempt 1 waits 0.5 s x (1 - 0.25 x jitter), attempt 2 twice that.

@@ -21,9 +21,10 @@ from conftest import (
     write_replay,
 )
 
+from envelope_ci.analysis.promotion import write_refusal
 from envelope_ci.errors import UsageError
 from envelope_ci.model import Fingerprint, Lane, Pin, Pins
-from envelope_ci.pins import PINS_FORMAT, PINS_VERSION, parse_pins, read_pins, render_pins, write_refusal
+from envelope_ci.sources.pins import PINS_FORMAT, PINS_VERSION, parse_pins, read_pins, render_pins
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 from conftest import (
@@ -21,11 +23,12 @@ from conftest import (
     write_replay,
 )
 
+from envelope_ci.formats.console import render_console
+from envelope_ci.formats.junit import render_junit
+from envelope_ci.formats.markdown import render_markdown
 from envelope_ci.model import Channel, Label
-from envelope_ci.render.console import render_console
-from envelope_ci.render.junit import render_junit
-from envelope_ci.render.markdown import render_markdown
-from envelope_ci.report import REPORT_VERSION, scrub
+from envelope_ci.report.build import scrub
+from envelope_ci.report.model import REPORT_VERSION, Report
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -105,7 +108,8 @@ def test_report_json_rates_are_null_not_nan(tmp_path):
 
 
 def test_scrub_replaces_lone_surrogates():
-    assert scrub({"a\ud800": ["x\udfffy", 1, None, ("t",)]}) == {"a\ufffd": ["x\ufffdy", 1, None, ["t"]]}
+    assert scrub(["x\udfffy", "a\ud800"]) == ("x\ufffdy", "a\ufffd")
+    assert scrub("\udfff") == "\ufffd" and scrub(None) is None
 
 
 def test_replayed_surrogates_do_not_break_the_reports(tmp_path):
@@ -141,13 +145,21 @@ def test_junit_one_testcase_per_case_failure_and_error(regression_run):
     assert skipped is not None and "known_failure" in skipped.get("message") and by_name["s-wrong-1"].find("failure") is None
 
 
+def typed(partial: dict) -> Report:
+    """A whole typed report: a real run's report.json with the given keys (and case keys) laid over it."""
+    result, base = run_report(EXAMPLES / "support-bot", Path(tempfile.mkdtemp()) / "out")
+    template = base["cases"][0]
+    cases = [{**template, **row} for row in partial.get("cases", base["cases"])]
+    return Report.from_json({**base, **partial, "cases": cases})
+
+
 def test_junit_stable_case_has_no_children_and_hostile_text_stays_xml():
     report = {"cases": [
-        {"id": "ok", "stratum": None, "label": "right", "channel": "stable", "outcome": "unchanged", "ms": None, "reasons": [], "preview": "fine"},
+        {"id": "ok", "stratum": None, "label": "right", "channel": "stable", "outcome": "unchanged", "ms": None, "reasons": [], "preview": "fine", "gate": "pass"},
         {"id": "bad\x01id", "stratum": "easy", "label": "wrong", "channel": "correctness", "outcome": "new", "ms": 12.0,
-         "reasons": ["contains forbidden '<b>&\x00'"], "preview": "]]><x/>\x1b[31m", "file": "a\x02.yaml", "line": 3},
+         "reasons": ["contains forbidden '<b>&\x00'"], "preview": "]]><x/>\x1b[31m", "file": "a\x02.yaml", "line": 3, "gate": "fail"},
     ], "alert_details": [{"code": "easy_regression", "stratum": "easy", "message": "easy below its floor"}]}
-    root = ET.fromstring(render_junit(report).encode("utf-8"))
+    root = ET.fromstring(render_junit(typed(report)).encode("utf-8"))
     cases = root.iter("testcase")
     ok, bad = list(cases)
     assert list(ok) == [] and ok.get("classname") == "envelope-ci.unstratified"
@@ -160,7 +172,7 @@ def test_junit_stable_case_has_no_children_and_hostile_text_stays_xml():
 def test_markdown_headline_and_tables(regression_run):
     _, report, out = regression_run
     md = (out / "report.md").read_text("utf-8")
-    assert md == render_markdown(report)
+    assert md == render_markdown(Report.from_json(report))
     assert md.splitlines()[0] == "## ❌ envelope-ci: fail"
     assert "**3 cases** · 0 stable · 1 regression · 0 alerts · yield 0.667 · accuracy on yield 0.000 · naive pass rate 0.000" in md
     for heading in ("### Not stable (3)", "### Channels", "### Strata", "### Labels", "### Lanes", "### Fixtures",
@@ -179,23 +191,23 @@ def test_markdown_headline_and_tables(regression_run):
 
 def test_markdown_pass_and_detail_modes(tmp_path):
     result, report = run_report(EXAMPLES / "support-bot", tmp_path / "out")
-    md = render_markdown(report)
+    md = render_markdown(Report.from_json(report))
     assert md.startswith("## ✅ envelope-ci: pass\n") and "matches the pins" in md
-    collapsed = render_markdown(report, "collapsed")
+    collapsed = render_markdown(Report.from_json(report), "collapsed")
     assert collapsed.count("<details>") == 1 and collapsed.count("</details>") == 1
-    failing = render_markdown(report, "failing", title="support bot")
+    failing = render_markdown(Report.from_json(report), "failing", title="support bot")
     assert "10 stable cases are left out" in failing and "### All cases" not in failing
     assert failing.startswith("## ✅ envelope-ci: pass — support bot")
-    assert render_markdown(report) == md
+    assert render_markdown(Report.from_json(report)) == md
     with pytest.raises(ValueError):
-        render_markdown(report, "everything")
+        render_markdown(Report.from_json(report), "everything")
 
 
 def test_markdown_fixtures_changed_lists_cases_and_the_fix(tmp_path):
     gate = pinned_gate_suite(tmp_path)
     (gate / "more.jsonl").write_text(json.dumps({"id": "s-added", "prompt": "p", "completion": "x", "stratum": "stretch"}) + "\n", "utf-8")
     _, report = run_report(gate, tmp_path / "out")
-    md = render_markdown(report)
+    md = render_markdown(Report.from_json(report))
     assert "- added: s-added" in md and "--lane adjudication --write-pins" in md and "`fixtures_changed`" in md
 
 
@@ -211,7 +223,7 @@ def test_hostile_completion_renders_harmlessly(tmp_path):
     assert result.code == 1
     assert report["cases"][0]["preview"] == HOSTILE  # report.json keeps the raw text
     for detail in ("full", "collapsed", "failing"):
-        md = render_markdown(report, detail) if detail != "full" else (tmp_path / "out" / "report.md").read_text("utf-8")
+        md = render_markdown(Report.from_json(report), detail) if detail != "full" else (tmp_path / "out" / "report.md").read_text("utf-8")
         assert "@octocat" not in md
         assert "@\u200doctocat" in md
         assert "<!--" not in md
@@ -245,16 +257,21 @@ def test_console_is_one_screen(tmp_path):
     assert any(line.startswith("ALERT easy_regression:") for line in lines)
     assert "… and 10 more not-stable cases (see report.md)" in result.out
     assert lines[-1].startswith("wrote: ") and "report.json" in lines[-1] and "junit.xml" in lines[-1]
-    assert render_console(report).splitlines()[0] == lines[0]
+    assert render_console(Report.from_json(report)).splitlines()[0] == lines[0]
 
 
 def test_console_strips_terminal_escapes():
     report = {
         "verdict": "fail", "summary": {"total": 1, "stable": 0, "counts": {"wrong": 1}, "naive_pass_rate": None, "yield": None, "accuracy_on_yield": None},
         "regressions": [], "alerts": [], "strata": {}, "lanes": {"matched_fingerprints": 0, "fingerprint_mismatches": 0, "grade_flips": 0, "unpinned": 1},
-        "cases": [{"id": "a\x1b]0;pwned\x07", "label": "wrong", "channel": "correctness", "outcome": "new", "file": "c.yaml", "line": 2, "reasons": ["missing '\x1b[2Jx'\nline2"]}],
+        "cases": [{"id": "a\x1b]0;pwned\x07", "label": "wrong", "channel": "correctness", "outcome": "new", "file": "c.yaml", "line": 2,
+                   "reasons": ["missing '\x1b[2Jx'\nline2"], "gate": "tolerated"}],
     }
-    text = render_console(report)
+    base = typed({})
+    report["summary"] = {**base.to_json()["summary"], **report["summary"]}
+    report["lanes"] = {**base.to_json()["lanes"], **report["lanes"]}
+    report["notes"] = []
+    text = render_console(typed(report))
     assert "\x1b" not in text and "\x07" not in text and "c.yaml:2" in text and "rates" not in text
     assert "a]0;pwned" in text
     assert "naive_pass_rate=n/a" in text

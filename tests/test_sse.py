@@ -1,7 +1,7 @@
-"""Pure unit tests of envelope_ci.sse: the SSE line splitter and the stream assembler.
+"""Pure unit tests of SSE framing (envelope_ci.providers.sse) and the OpenAI stream assembler (providers.openai_chat).
 
-Wire shapes follow /work/shared/reference/openai-envelopes.md section 3 (openai-python
-captures, Azure's prompt-filter chunk, llama.cpp pings, vLLM's in-stream error).
+Wire shapes follow what real servers stream (openai-python captures, Azure's prompt-filter
+chunk, llama.cpp pings, vLLM's in-stream error).
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from envelope_ci.sse import StreamAssembler, flush_sse, iter_sse_data
+from envelope_ci.providers.openai_chat import OPENAI_CHAT, StreamAssembler
+from envelope_ci.providers.sse import flush_sse, iter_sse_data
 
 BASE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1727346171, "model": "gpt-4o-2024-08-06",
         "system_fingerprint": "fp_7568d46099"}
@@ -83,6 +84,13 @@ def test_crlf_line_endings():
 def test_comments_and_other_fields_are_ignored():
     data = b": ping\n\nevent: message\nid: 7\nretry: 100\ndata: {\"a\":1}\n\n:\n\n"
     assert parse_all(data) == ['{"a":1}']
+
+
+def test_a_field_is_a_payload_only_when_the_caller_names_it():
+    line = b'error: {"code":400,"message":"too long"}\n\n'
+    assert iter_sse_data(bytearray(), line) == []  # generic framing: an unknown field
+    assert iter_sse_data(bytearray(), line, {"error": lambda v: "<" + v + ">"}) == ['<{"code":400,"message":"too long"}>']
+    assert iter_sse_data(bytearray(), b"event: error\n", {"error": str.upper}) == []  # a field's value, not its name
 
 
 def test_data_without_a_space_after_the_colon():
@@ -236,19 +244,19 @@ def test_done_with_surrounding_spaces():
 
 
 def test_llama_cpp_error_field_is_an_error_not_an_empty_stream():
-    """llama.cpp before 2025-09: an `error:` SSE field, then [DONE] (openai-envelopes.md §3)."""
-    from envelope_ci.classify import classify
-    from envelope_ci.model import Case, Envelope, Label
-    from envelope_ci.transport import retry_verdict
+    """llama.cpp before 2025-09: an `error:` SSE field, then [DONE]."""
+    from envelope_ci.grading.envelope import judge, transport_label
+    from envelope_ci.model import Envelope, Label
+    from envelope_ci.transport.retry import retry_verdict
 
     stream = (b'error: {"code":400,"message":"the request exceeds the available context size. try increasing the context size '
               b'or enable context shift","type":"invalid_request_error"}\n\ndata: [DONE]\n\n')
     assembler = StreamAssembler()
-    for data in iter_sse_data(bytearray(), stream):
+    for data in iter_sse_data(bytearray(), stream, OPENAI_CHAT.sse_fields):
         assembler.feed(data)
     env = Envelope(http_status=200, elapsed_ms=5.0, body=assembler.body(), stream_complete=assembler.complete)
-    case = Case(id="c", stratum=None, messages=({"role": "user", "content": "x"},), file="f", line=1, digest="")
-    grade = classify(env, case)
-    assert grade.label is Label.DROP and "exceeds the available context size" in grade.reasons[0]
-    retry, why = retry_verdict(env, grade.label)
+    judged = judge(env)
+    assert judged.label is Label.DROP and "exceeds the available context size" in judged.reasons[0]
+    assert transport_label(env) is Label.DROP
+    retry, why = retry_verdict(env, transport_label(env))
     assert retry is False and "400" in why

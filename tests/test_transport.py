@@ -1,4 +1,4 @@
-"""Pure unit tests of envelope_ci.transport's helpers: no sockets (test_live.py has those)."""
+"""Pure unit tests of the envelope_ci.transport package's helpers: no sockets (test_live.py has those)."""
 from __future__ import annotations
 
 import email.utils
@@ -9,22 +9,16 @@ import time
 
 import pytest
 
-from envelope_ci.classify import classify
+from envelope_ci.grading.envelope import transport_label
 from envelope_ci.model import Case, Envelope, RetryPolicy
-from envelope_ci.recordings import envelope_to_raw
-from envelope_ci.transport import (
-    Budget,
-    ClientSettings,
-    Progress,
-    Secrets,
-    Throttle,
-    backoff_s,
-    is_quota_exhausted,
-    request_body,
-    retry_after_s,
-    retry_verdict,
-    safe_headers,
-)
+from envelope_ci.providers.openai_chat import OPENAI_CHAT
+from envelope_ci.secrets import Secrets
+from envelope_ci.sources.recordings import envelope_to_raw
+from envelope_ci.transport.http import ClientSettings
+from envelope_ci.transport.progress import Progress
+from envelope_ci.transport.reading import safe_headers
+from envelope_ci.transport.retry import Budget, Throttle, backoff_s, is_quota_exhausted, retry_verdict
+from envelope_ci.transport.retry_after import retry_after_s
 
 NOW = 1_800_000_000.0
 
@@ -74,9 +68,8 @@ def test_retry_after_http_date_uses_the_clock_by_default():
 
 
 # --------------------------------------------------------------------------- retry_verdict
-def verdict(env: Envelope, case: Case | None = None) -> tuple[bool, str]:
-    case = case or make_case(expect_fragment="Hello")
-    return retry_verdict(env, classify(env, case).label)
+def verdict(env: Envelope) -> tuple[bool, str]:
+    return retry_verdict(env, transport_label(env))
 
 
 def ok_body(content: str | None = "Hello", finish: str = "stop", **message) -> dict:
@@ -178,19 +171,19 @@ def test_safe_headers_lowercases_and_drops_secrets():
 # --------------------------------------------------------------------------- request_body
 def test_request_body_plain():
     case = make_case()
-    body = request_body(case, ClientSettings(base_url="http://h/v1", model="alias", temperature=0.3))
+    body = OPENAI_CHAT.request_body(case, "alias", 0.3, False)
     assert body == {"model": "alias", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.3}
 
 
 def test_request_body_streaming_asks_for_usage():
-    body = request_body(make_case(), ClientSettings(base_url="http://h/v1", model="m", stream=True))
+    body = OPENAI_CHAT.request_body(make_case(), "m", 0.0, True)
     assert body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
 
 
 def test_request_body_passes_case_options_through():
     options = {"max_tokens": 64, "temperature": 0.7, "seed": 11, "stop": ["\n\n"], "response_format": {"type": "json_object"}}
-    body = request_body(make_case(request=options), ClientSettings(base_url="http://h/v1", model="m"))
+    body = OPENAI_CHAT.request_body(make_case(request=options), "m", 0.0, False)
     for key, value in options.items():
         assert body[key] == value
     assert "stream" not in body and "stream_options" not in body

@@ -1,0 +1,128 @@
+"""The base branch's pins for a pull request: git first (the test merge's first parent), then the REST API.
+
+The container runs as root while the checkout belongs to the runner's user, so every git
+call trusts the workspace explicitly (``-c safe.directory=…``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..api import BaseSource
+from ..errors import UsageError
+from ..github.client import GitHubClient
+from ..github.rest import GitHubError
+from ..sources.pins import parse_pins
+from .suite import relative_to
+
+_GIT_TIMEOUT_S = 30
+
+Git = Callable[..., "subprocess.CompletedProcess[bytes] | None"]
+
+
+def git_in(directory: Path, trusted: Sequence[Path]) -> Git:
+    """A git runner for `directory`, or one that gives None when git is missing or hangs.
+
+    The container runs as root while the checkout belongs to the runner's user, so git
+    (>= 2.35.2) refuses it as "dubious ownership" unless told to trust it; only system,
+    global or command-line config counts, hence `-c safe.directory=…` on each call.
+    """
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes] | None:
+        trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
+        try:
+            return subprocess.run(
+                ["git", *trust, "-C", str(directory), *args],
+                capture_output=True,
+                timeout=_GIT_TIMEOUT_S,
+                check=False,
+                env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    return run
+
+
+def _git_text(proc: subprocess.CompletedProcess[bytes] | None) -> str | None:
+    """A successful git command's output as stripped text, else None."""
+    if proc is None or proc.returncode != 0:
+        return None
+    return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def _parsed(text: str, origin: str, shown: str) -> BaseSource:
+    """The base pins in `text`; unreadable pins are an error the report shows, not a failed run."""
+    try:
+        return BaseSource(parse_pins(text, shown), origin)
+    except UsageError as exc:
+        return BaseSource(None, origin, error=str(exc))
+
+
+def base_pins_from_git(git: Git, sha: str, path: str) -> BaseSource | str:
+    """The pins at the test-merge commit's first parent; a str says why git could not tell."""
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        return f"GITHUB_SHA is not a commit id: {sha[:80]!r}"
+    line = _git_text(git("rev-list", "--parents", "-n", "1", sha, "--"))
+    if line is None:
+        return f"git has no commit {sha[:12]} here (no .git directory, or git is missing)"
+    parents = line.split()[1:]
+    if len(parents) != 2:
+        # A depth-1 clone shows the merge commit without parents; a checkout of the PR head
+        # (`ref: head.sha`) is not the test merge, and its first parent is not the base.
+        why = "has no parents in this clone (fetch-depth: 1)" if not parents else "is not a two-parent test-merge commit"
+        return f"commit {sha[:12]} {why}"
+    base = parents[0]
+    shown = git("show", f"{base}:{path}")
+    if shown is not None and shown.returncode == 0:
+        origin = f"git show {base[:12]}:{path} (test merge's first parent)"
+        try:
+            return _parsed(shown.stdout.decode("utf-8"), origin, f"{base[:12]}:{path}")
+        except UnicodeDecodeError:
+            return BaseSource(None, origin, error=f"{path} at {base[:12]} is not UTF-8 text")
+    exists = git("cat-file", "-e", f"{base}^{{commit}}")
+    if exists is not None and exists.returncode == 0:
+        return BaseSource(None, f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
+    return f"the base commit {base[:12]} is not in this clone"
+
+
+def base_pins_from_api(client: GitHubClient | None, base_sha: str | None, path: str) -> BaseSource | str:
+    """The pins at the event's `pull_request.base.sha` through the contents API; a str says why not."""
+    if client is None:
+        return "no github-token to ask the API"
+    if not base_sha:
+        return "the event names no pull_request.base.sha"
+    try:
+        text = client.get_file_at_ref(path, base_sha)
+    except (GitHubError, ValueError) as exc:
+        return f"the contents API failed: {exc}"
+    where = f"GET contents/{path}?ref={base_sha[:12]} (pull_request.base.sha)"
+    if text is None:
+        return BaseSource(None, f"{where}: 404, the base branch has no pins yet")
+    return _parsed(text, where, f"{base_sha[:12]}:{path}")
+
+
+def fetch_base_pins(
+    workspace: Path, workdir: Path, pins_abs: Path, sha: str, pr: Mapping[str, Any], client: GitHubClient | None
+) -> BaseSource:
+    """Base pins via `git show <sha>^1:<path>`, else the REST contents API, else an error saying both reasons."""
+    git = git_in(workdir, (workspace, workdir))
+    # The repository may sit below the workspace (actions/checkout's `path:`).
+    top = _git_text(git("rev-parse", "--show-toplevel"))
+    path = relative_to(pins_abs, Path(top) if top else workspace)
+    if path is None:
+        return BaseSource(None, None, error=f"the pins file {pins_abs} is outside the repository")
+    from_git = base_pins_from_git(git, sha, path) if sha else "GITHUB_SHA is not set"
+    if isinstance(from_git, BaseSource):
+        return from_git
+    base = pr.get("base")
+    base_sha = base.get("sha") if isinstance(base, dict) else None
+    api = base_pins_from_api(client, base_sha if isinstance(base_sha, str) else None, path)
+    if isinstance(api, BaseSource):
+        return dataclasses.replace(api, source=f"{api.source} — git could not: {from_git}")
+    return BaseSource(None, None, error=f"git: {from_git}; API: {api}")

@@ -1,0 +1,116 @@
+"""The action's inputs: read as the runner exports them, checked, typed."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..model import Lane
+
+# The inputs of action.yml and their defaults (tests check the two agree). The runner
+# always exports every input; the defaults matter when the script runs outside it.
+INPUT_DEFAULTS: dict[str, str] = {
+    "fixtures": "evals",
+    "pins": "",
+    "base-url": "",
+    "model": "",
+    "lane": "smoke",
+    "endpoint-class": "",
+    "concurrency": "4",
+    "repeats": "1",
+    "stream": "false",
+    "replay": "",
+    "config": "",
+    "comment": "true",
+    "github-token": "",  # action.yml: ${{ github.token }}
+    "fail-on-inconclusive": "true",
+    "working-directory": ".",
+}
+BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
+COUNT_INPUTS = ("concurrency", "repeats")
+
+
+class InputError(Exception):
+    """An action input that cannot be used; the message names it."""
+
+
+def read_input(env: Mapping[str, str], name: str) -> str:
+    """An input as the runner exports it (`INPUT_BASE-URL`) or in underscore form (`INPUT_BASE_URL`)."""
+    upper = name.replace(" ", "_").upper()
+    for key in dict.fromkeys((f"INPUT_{upper}", f"INPUT_{upper.replace('-', '_')}")):
+        value = env.get(key, "").strip()
+        if value:
+            return value
+    return INPUT_DEFAULTS.get(name, "")
+
+
+def parse_bool(name: str, value: str) -> bool:
+    """YAML 1.2 core-schema booleans, as actions/toolkit's getBooleanInput accepts them."""
+    if value in ("true", "True", "TRUE"):
+        return True
+    if value in ("false", "False", "FALSE"):
+        return False
+    raise InputError(f"input {name!r} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The action inputs, read and checked; empty strings mean "not given"."""
+
+    fixtures: str
+    pins: str
+    base_url: str
+    model: str
+    lane: Lane
+    endpoint_class: str
+    concurrency: int
+    repeats: int
+    stream: bool
+    replay: str
+    config: str
+    comment: bool
+    github_token: str
+    fail_on_inconclusive: bool
+    working_directory: str
+
+    def __repr__(self) -> str:  # never show the token, even in a traceback
+        return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
+
+
+def read_inputs(env: Mapping[str, str]) -> Inputs:
+    """All inputs; InputError names every unusable one."""
+    values = {name: read_input(env, name) for name in INPUT_DEFAULTS}
+    problems = [problem for name in BOOLEAN_INPUTS if (problem := _bool_problem(name, values[name]))]
+    if values["lane"] not in {lane.value for lane in Lane}:
+        problems.append(f"input 'lane' must be smoke or adjudication, got {values['lane']!r}")
+    problems += [f"input {name!r} must be a positive whole number, got {values[name]!r}"
+                 for name in COUNT_INPUTS if not re.fullmatch(r"[1-9][0-9]{0,5}", values[name])]
+    if problems:
+        raise InputError("; ".join(problems))
+    return Inputs(
+        fixtures=values["fixtures"],
+        pins=values["pins"],
+        base_url=values["base-url"],
+        model=values["model"],
+        lane=Lane(values["lane"]),
+        endpoint_class=values["endpoint-class"],
+        concurrency=int(values["concurrency"]),
+        repeats=int(values["repeats"]),
+        stream=parse_bool("stream", values["stream"]),
+        replay=values["replay"],
+        config=values["config"],
+        comment=parse_bool("comment", values["comment"]),
+        github_token=values["github-token"],
+        fail_on_inconclusive=parse_bool("fail-on-inconclusive", values["fail-on-inconclusive"]),
+        working_directory=values["working-directory"],
+    )
+
+
+def _bool_problem(name: str, value: str) -> str | None:
+    """Why a boolean input is unusable, or None."""
+    try:
+        parse_bool(name, value)
+    except InputError as exc:
+        return str(exc)
+    return None

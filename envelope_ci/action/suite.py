@@ -1,0 +1,69 @@
+"""Where the suite lives, where its reports go, and the RunConfig that runs it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import RunConfig
+from ..model import PINS_NAME
+from .inputs import InputError, Inputs
+
+# Where reports go, under the workspace so later steps (upload-artifact, a script) can read them.
+OUT_ROOT = ".envelope-ci"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """Where one suite lives and where its reports go."""
+
+    workdir: Path
+    key: str  # the fixtures path relative to the workspace: comment marker, title, report folder
+    pins: Path  # relative to workdir
+    out_dir: Path
+
+
+def relative_to(path: Path, root: Path) -> str | None:
+    """`path` relative to `root` as a POSIX string, or None when it lies outside."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def slug(key: str) -> str:
+    """A directory name for one suite's reports (two suites in one job must not share it)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.") or "default"
+
+
+def locate(inputs: Inputs, workspace: Path) -> Suite:
+    """Resolve the suite's paths; InputError when the working directory does not exist."""
+    workdir = (workspace / inputs.working_directory).resolve()
+    if not workdir.is_dir():
+        raise InputError(f"working-directory {inputs.working_directory!r} is not a directory under {workspace}")
+    key = relative_to(workdir / inputs.fixtures, workspace) or inputs.fixtures
+    pins = Path(inputs.pins) if inputs.pins else Path(inputs.fixtures) / PINS_NAME
+    return Suite(workdir, key, pins, workspace / OUT_ROOT / slug(key))
+
+
+def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfig:
+    """The run the inputs ask for; paths stay relative to the working directory, as the report shows them."""
+    return RunConfig(
+        fixtures_dir=Path(inputs.fixtures),
+        pins_path=suite.pins,
+        out_dir=suite.out_dir,
+        lane=inputs.lane,
+        endpoint_class=inputs.endpoint_class or RunConfig.endpoint_class,
+        # As on the command line, a job's EVAL_BASE_URL / EVAL_MODEL stand in for empty inputs.
+        base_url=inputs.base_url or env.get("EVAL_BASE_URL") or None,
+        model=inputs.model or env.get("EVAL_MODEL") or None,
+        api_key=env.get("EVAL_API_KEY") or None,
+        concurrency=inputs.concurrency,
+        repeats=inputs.repeats,
+        stream=inputs.stream,
+        replay=Path(inputs.replay) if inputs.replay else None,
+        config_path=Path(inputs.config) if inputs.config else None,
+        in_ci=True,
+    )

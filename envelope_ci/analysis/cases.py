@@ -1,0 +1,125 @@
+"""Repeats -> one case result: its label, measurements, fingerprint and outcome against its pin."""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..model import Case, Channel, Fingerprint, Grade, Label, Outcome, Pin, Thresholds
+from .channels import Measure, channel_for
+
+_SEVERITY = [Label.TRUNCATED, Label.SCHEMA, Label.WRONG, Label.RIGHT]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case, graded over its repeats and judged against its pin."""
+
+    case: Case
+    label: Label
+    channel: Channel
+    reasons: tuple[str, ...]
+    measure: Measure
+    grades: tuple[Grade, ...]
+    fingerprint: Fingerprint
+    pin: Pin | None
+    comparable: bool | None
+    outcome: Outcome
+
+    @property
+    def delivered(self) -> bool:
+        return not self.label.is_transport
+
+    @property
+    def shown(self) -> Grade:
+        """The repeat whose label the case carries: its text and reasons are the ones shown."""
+        return next((g for g in self.grades if g.label is self.label), self.grades[-1])
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile: an observed value, never an interpolation."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def _median_int(values: list[int]) -> int | None:
+    return int(statistics.median_low(values)) if values else None
+
+
+def case_label(grades: Sequence[Grade]) -> Label:
+    """The worst delivered repeat; transport only when nothing was delivered."""
+    delivered = [g.label for g in grades if not g.label.is_transport]
+    if delivered:
+        return min(delivered, key=_SEVERITY.index)
+    return grades[-1].label
+
+
+def measure_of(grades: Sequence[Grade]) -> Measure:
+    """Median size and time over delivered repeats, p95 of time."""
+    ok = [g for g in grades if not g.label.is_transport]
+    times = [g.elapsed_ms for g in ok if g.elapsed_ms is not None]
+    tokens = [g.tokens for g in ok if g.tokens is not None]
+    return Measure(
+        chars=_median_int([g.chars for g in ok if g.chars is not None]),
+        tokens=_median_int(tokens),
+        tokens_estimated=any(g.tokens_estimated for g in ok),
+        ms=round(statistics.median(times), 3) if times else None,
+        ms_p95=round(percentile(times, 0.95) or 0.0, 3) if times else None,
+    )
+
+
+def pinned_good(pin: Pin) -> bool:
+    """The pin recorded a right answer within its envelope: a last-good baseline."""
+    return pin.label == Label.RIGHT.value and pin.channel == Channel.STABLE.value
+
+
+def outcome_of(label: Label, channel: Channel, pin: Pin | None) -> Outcome:
+    """Regression only when the pin was right and in its envelope and now is not."""
+    if label.is_transport:
+        return Outcome.UNDELIVERED
+    if pin is None:
+        return Outcome.NEW
+    was_good = pinned_good(pin)
+    now_good = channel is Channel.STABLE
+    if was_good and not now_good:
+        return Outcome.REGRESSION
+    if not was_good and now_good:
+        return Outcome.IMPROVEMENT
+    if not was_good:
+        return Outcome.KNOWN_FAILURE
+    return Outcome.UNCHANGED
+
+
+def judge_case(
+    case: Case,
+    grades: Sequence[Grade],
+    run_fp: Fingerprint,
+    pin: Pin | None,
+    thresholds: Thresholds,
+) -> CaseResult:
+    """Aggregate one case's repeats and compare them with its pin."""
+    label = case_label(grades)
+    measure = measure_of(grades)
+    model_ids = sorted({g.model_id for g in grades if g.model_id})
+    # A case may set its own temperature; what was sent is what the measurement means.
+    temperature = float(case.request.get("temperature", run_fp.temperature))
+    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version)
+    comparable = None
+    if pin is not None:
+        comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
+    # Size and time are judged against the last-good measurement only: a failing answer's
+    # size is no baseline (a fix that answers at full length is not a size regression).
+    baseline = pin if pin is not None and pinned_good(pin) else None
+    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds)
+    shown = next((g for g in grades if g.label is label), grades[-1])
+    reasons = list(shown.reasons) + envelope_reasons
+    if pin is not None and not comparable and not label.is_transport:
+        reasons.append(f"size/time not compared with the pin: its fingerprint is another experiment ({fp.differences(pin.fingerprint)})")
+    if len(grades) > 1:
+        reasons.append("repeats: " + ",".join(g.label.value for g in grades))
+    return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))
+
+

@@ -1,0 +1,79 @@
+"""Each stratum as its own instrument over delivered cases, and the ceiling detector."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..model import STRATA_SPEC, UNSTRATIFIED, Case, Channel, Stratum, Thresholds
+from ..report.model import Alert, StratumRow
+from .cases import CaseResult
+from .summary import rate
+
+
+@dataclass
+class _Bucket:
+    cases: int = 0
+    n: int = 0
+    passed: int = 0
+    undelivered: int = 0
+    ids_failed: list[str] = field(default_factory=list)
+
+
+def stratum_of(case: Case) -> str:
+    """The row a case is counted under: its stratum, or unstratified."""
+    return case.stratum or UNSTRATIFIED.name
+
+
+def _buckets(results: Sequence[CaseResult]) -> dict[str, _Bucket]:
+    buckets: dict[str, _Bucket] = {s.name: _Bucket() for s in (*STRATA_SPEC, UNSTRATIFIED)}
+    for r in results:
+        b = buckets[stratum_of(r.case)]
+        b.cases += 1
+        if not r.delivered:
+            b.undelivered += 1
+            continue
+        b.n += 1
+        if r.channel is Channel.STABLE:
+            b.passed += 1
+        else:
+            b.ids_failed.append(r.case.id)
+    return buckets
+
+
+def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds) -> list[Alert]:
+    """One stratum's own alarms: too thin, under its floor, over its watermark."""
+    alerts = []
+    name = spec.name
+    if spec is not UNSTRATIFIED and (0 < b.cases < t.thin_below or (b.cases == 0 and t.require_strata)):
+        alerts.append(Alert("thin_stratum", name, f"{name} has {b.cases} case(s); at least {t.thin_below} are needed to tell luck from coverage"))
+    if pass_rate is None:
+        return alerts
+    if spec.floor and spec.floor_alert:
+        floor = getattr(t, spec.floor)
+        if pass_rate < floor:
+            failed = ", ".join(b.ids_failed[:5]) + (" ..." if len(b.ids_failed) > 5 else "")
+            alerts.append(Alert(spec.floor_alert, name, f"{name} pass rate {pass_rate:.3f} < floor {floor:.2f} ({b.passed}/{b.n}; not stable: {failed})"))
+    if spec.watermark:
+        mark = getattr(t, spec.watermark)
+        if pass_rate >= mark:
+            alerts.append(Alert(f"{name}_too_easy", name, f"{name} pass rate {pass_rate:.3f} >= watermark {mark:.2f}: the yardstick has slipped; add harder cases"))
+    return alerts
+
+
+def strata_report(results: Sequence[CaseResult], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert]]:
+    """Each stratum as its own instrument over delivered cases, and the ceiling detector."""
+    buckets = _buckets(results)
+    rows: dict[str, StratumRow] = {}
+    alerts: list[Alert] = []
+    for spec in (*STRATA_SPEC, UNSTRATIFIED):
+        b = buckets[spec.name]
+        if spec is UNSTRATIFIED and b.cases == 0:
+            continue
+        pass_rate = rate(b.passed, b.n)
+        rows[spec.name] = StratumRow(n=b.n, passed=b.passed, pass_rate=pass_rate, cases=b.cases, undelivered=b.undelivered)
+        alerts += _alerts_of(spec, b, pass_rate, t)
+    at_ceiling = [spec.ceiling is not None and rows[spec.name].pass_rate is not None and rows[spec.name].pass_rate >= getattr(t, spec.ceiling)  # type: ignore[operator]
+                  for spec in STRATA_SPEC]
+    if all(at_ceiling):
+        alerts.append(Alert("ceiling", None, "every stratum is at its ceiling: the suite can no longer fail; replace stretch cases"))
+    return rows, alerts

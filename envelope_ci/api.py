@@ -1,0 +1,242 @@
+"""The library API: ``run(config, base) -> RunResult``, the one call the CLI and the Action make.
+
+The pipeline reads in the package's folder order: sources (fixtures, pins, settings,
+recordings) -> transport (live envelopes) -> grading -> analysis -> report -> formats.
+"""
+from __future__ import annotations
+
+import gc
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .analysis.analyse import Analysis, RunShape, analyse
+from .analysis.promotion import downgraded_pins, new_pins, pins_update_of, write_refusal
+from .config import RunConfig
+from .errors import Problem, UsageError
+from .formats.registry import write_reports
+from .grading.grade import grade_all
+from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Fingerprint, Pins
+from .report.build import base_diff_rows, build_report, scrub
+from .report.model import BaseDiff, PinsUpdate, Report, RunInfo
+from .secrets import Secrets
+from .sources.cases import load_cases
+from .sources.files import fixture_digests, hash_of_digests
+from .sources.pins import read_pins, render_pins
+from .sources.recordings import load_recordings, offline_envelopes
+from .sources.settings import FileConfig, load_file_config
+
+if TYPE_CHECKING:
+    from .transport.pool import LiveOutcome
+
+# Fetches live envelopes for cases (the transport edge); tests may plug in their own.
+Fetcher = Callable[[Sequence[Case], RunConfig, Mapping[str, str]], "LiveOutcome"]
+
+
+@dataclass(frozen=True)
+class BaseSource:
+    """The base branch's pins as found: the pins, none at all (a first PR), or why they are unknown."""
+
+    pins: Pins | None
+    source: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run produced: the typed report, the exit code, and the files written."""
+
+    report: Report
+    exit_code: ExitCode
+    written: tuple[Path, ...] = ()
+    pins_written: Path | None = None
+
+
+def check_config(config: RunConfig) -> None:
+    """Every problem with a configuration, raised together before any work (exit 2)."""
+    wrong = [f"{flag} must be at least {low}, got {value:g}" for flag, value, low in (
+        ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1), ("--max-attempts", config.retry.max_attempts, 1),
+        ("--retry-budget", config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0)) if value < low]
+    if not (config.timeout_s > 0 and math.isfinite(config.timeout_s)):
+        wrong.append(f"--timeout must be positive, got {config.timeout_s:g}")
+    if config.move_baseline and not config.write_pins:
+        wrong.append("--move-baseline only makes sense with --write-pins")
+    if config.base_url and config.replay:
+        wrong.append("--base-url and --replay are exclusive: a replay grades recorded envelopes offline")
+    if config.record and not config.base_url:
+        wrong.append("--record needs a live run (--base-url or EVAL_BASE_URL)")
+    for flag, path in (("--out", config.out_dir), ("--record", config.record)):
+        if path is not None and path.resolve().is_relative_to(config.fixtures_dir.resolve()):
+            wrong.append(f"{flag} {path} is inside the fixtures directory {config.fixtures_dir}: what it writes would be read as fixtures "
+                         "and change the fixtures hash; write it elsewhere")
+    if config.base_url and not config.model:
+        wrong.append("a live run needs --model (or EVAL_MODEL)")
+    if wrong:
+        raise UsageError([Problem("", None, None, w) for w in wrong])
+
+
+def read_base_pins(path: Path) -> BaseSource:
+    """The base branch's pins from a file (``--base-pins``): absent means a first PR."""
+    if not path.is_file():
+        return BaseSource(None, path.as_posix())
+    try:
+        return BaseSource(read_pins(path), path.as_posix())
+    except UsageError as exc:
+        return BaseSource(None, path.as_posix(), str(exc))
+
+
+def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None) -> RunResult:
+    """Run the whole pipeline for one configuration and write the reports under ``config.out_dir``."""
+    check_config(config)
+    with _cyclic_gc_paused():
+        return _run(config, base, fetch)
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the run.
+
+    A run allocates hundreds of thousands of long-lived, acyclic objects (cases, envelopes,
+    grades, report rows); the collector would rescan them again and again, which cost about a
+    quarter of a 100k-case run. Reference counting still frees everything as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _excluded(config: RunConfig) -> set[Path]:
+    """Files inside the fixtures directory that are not fixtures: the pins, the outputs, a replay or recording."""
+    excluded = {config.pins_path.resolve(), config.out_dir.resolve()}
+    excluded.update(p.resolve() for p in (config.replay, config.record) if p is not None)
+    return excluded
+
+
+def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None) -> tuple[dict[str, list[Envelope]], tuple[str, ...], dict[str, str], int]:
+    """(envelopes per case, notes of an interrupted live run, resolved headers, cases replayed)."""
+    if config.base_url:
+        headers = settings.resolved_headers(os.environ)
+        outcome = (fetch or _fetch_live)(cases, config, headers)
+        return outcome.envelopes, tuple(outcome.notes) if outcome.interrupted else (), headers, 0
+    replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
+    return offline_envelopes(cases, replay), (), {}, len(replay) if replay else 0
+
+
+def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str]) -> LiveOutcome:
+    """The live client, given plain client settings (it never sees a RunConfig)."""
+    from .transport.http import ClientSettings
+    from .transport.live import fetch_envelopes
+
+    settings = ClientSettings(
+        base_url=config.base_url or "",
+        model=config.model or "",
+        api_key=config.api_key,
+        extra_headers=dict(headers),
+        temperature=config.temperature,
+        stream=config.stream,
+        case_timeout_s=config.timeout_s,
+    )
+    return fetch_envelopes(cases, settings, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
+                           record=config.record, quiet=config.quiet)
+
+
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> RunResult:
+    if config.write_pins:
+        early = write_refusal(config.lane, config.in_ci, Fingerprint(config.lane.value, "", None, 0.0), None, False, [])
+        if early:
+            raise UsageError(early)
+    excluded = _excluded(config)
+    cases = load_cases(config.fixtures_dir, excluded)
+    settings = load_file_config(config.fixtures_dir, config.config_path)
+    pins = read_pins(config.pins_path)
+    digests = fixture_digests(config.fixtures_dir, excluded)
+    current_hash = hash_of_digests(digests)
+    envelopes, interrupted, headers, replayed = _envelopes(config, cases, settings, fetch)
+    grades = grade_all(cases, envelopes)
+    del envelopes  # the bodies are the bulk of a big replay's memory; grades keep what is needed
+    shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url))
+
+    def judged(against: Pins | None) -> Analysis:
+        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, interrupted)
+
+    analysis = judged(pins)
+    pins_written: Path | None = None
+    pins_update: PinsUpdate | None = None
+    if config.write_pins:
+        pins_update, pins = _write_pins(config, analysis, pins, settings, digests)
+        pins_written = config.pins_path
+        # From here on the run is judged against the baseline it just wrote; what the old
+        # baseline said about it (regressions accepted, pins moved) is in pins_update.
+        analysis = judged(pins)
+    base_diff = _base_diff(analysis, base, pins)
+    report = build_report(analysis, _run_info(config, settings), _notes(pins, config, base_diff, replayed, len(cases)), base_diff, pins_update)
+    secrets = Secrets([config.api_key, *headers.values()])
+    if secrets:  # an endpoint may echo the key back into an answer or an error
+        report = Report.from_json(secrets.scrub(report.to_json()))
+    written = write_reports(report, config.out_dir, config.formats)
+    return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
+
+
+def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:
+    """Write this run as the pins, unless the promotion rule refuses (exit 2, with the reason)."""
+    undelivered = [r.case.id for r in analysis.results if not r.delivered]
+    refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers)
+    if refusal:
+        raise UsageError(refusal)
+    written = new_pins(analysis, settings.thresholds, digests)
+    config.pins_path.parent.mkdir(parents=True, exist_ok=True)
+    config.pins_path.write_text(render_pins(written), "utf-8")
+    return pins_update_of(analysis, old, written), written
+
+
+def _base_diff(analysis: Analysis, base: BaseSource | None, head: Pins | None) -> BaseDiff | None:
+    """The per-case diff of this PR's pins against the base branch's, when the base was looked for."""
+    if base is None:
+        return None
+    return BaseDiff(
+        source=base.source,
+        error=scrub(base.error),
+        present=base.pins is not None,
+        diff=base_diff_rows(analysis.results, base.pins, head),
+        downgraded=downgraded_pins(base.pins, head),
+    )
+
+
+def _run_info(config: RunConfig, settings: FileConfig) -> RunInfo:
+    return RunInfo(
+        mode="live" if config.base_url else ("replay" if config.replay else "offline"),
+        lane=config.lane.value,
+        fixtures_dir=config.fixtures_dir.as_posix(),
+        pins=config.pins_path.as_posix(),
+        repeats=config.repeats,
+        replay=config.replay.as_posix() if config.replay else None,
+        model_requested=config.model,
+        endpoint_class=config.endpoint_class,
+        temperature=config.temperature,
+        thresholds=settings.thresholds,
+        config_file=settings.path.as_posix() if settings.path else None,
+    )
+
+
+def _notes(pins: Pins | None, config: RunConfig, base: BaseDiff | None, replayed: int, total: int) -> list[str]:
+    notes = []
+    if pins is None:
+        notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet; "
+                     f"create them with: envelope-ci run {config.fixtures_dir.as_posix()} --lane adjudication --write-pins (locally, then commit)")
+    if config.replay:
+        notes.append(f"offline: graded {replayed} case(s) from the recordings in {config.replay.as_posix()} and "
+                     f"{total - replayed} from the fixtures' own recordings; no endpoint was called")
+    elif not config.base_url:
+        notes.append("offline: graded the envelopes recorded in the fixtures, no endpoint was called")
+    if base is not None and base.error:
+        notes.append(f"base branch pins unavailable: {base.error}")
+    return notes
+

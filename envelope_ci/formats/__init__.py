@@ -1,0 +1,1 @@
+"""Report formats: one module per format on the ``base.ReportFormat`` seam, listed in ``registry``."""

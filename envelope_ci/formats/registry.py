@@ -1,0 +1,72 @@
+"""Every report format by name (built-ins, then ``envelope_ci.formats`` entry points), and writing them.
+
+A run always writes json, markdown and junit; ``--format NAME`` adds more. Adding a
+built-in is one module and one line in ``BUILTIN``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from ..errors import UsageError
+from ..model import Detail
+from ..parallel import MIN_ITEMS, run_concurrently
+from ..report.model import Report
+from . import builtin
+from .base import ReportFormat
+
+ENTRY_POINT_GROUP = "envelope_ci.formats"
+BUILTIN: tuple[ReportFormat, ...] = (builtin.JSON, builtin.MARKDOWN, builtin.JUNIT, builtin.CONSOLE)
+ALWAYS = ("json", "markdown", "junit")
+
+
+def _plugins() -> list[ReportFormat]:
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            fmt = ep.load()
+        except Exception as exc:  # a broken plug-in is the user's setup, not our crash
+            raise UsageError(f"format plug-in {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
+        if not isinstance(fmt, ReportFormat):
+            raise UsageError(f"format plug-in {ep.name!r} ({ep.value}) is not an envelope_ci ReportFormat")
+        found.append(fmt)
+    return found
+
+
+@lru_cache(maxsize=1)
+def report_formats() -> Mapping[str, ReportFormat]:
+    """Every format by name; a plug-in may not take a built-in's name or file."""
+    formats: dict[str, ReportFormat] = {}
+    for fmt in (*BUILTIN, *_plugins()):
+        clash = [f.name for f in formats.values() if f.name == fmt.name or f.filename == fmt.filename]
+        if clash:
+            raise UsageError(f"report format {fmt.name!r} ({fmt.filename}) clashes with {clash[0]!r}")
+        formats[fmt.name] = fmt
+    return formats
+
+
+def chosen(extra: Sequence[str]) -> list[ReportFormat]:
+    """The formats a run writes: the three always written, then those asked for, each once."""
+    formats = report_formats()
+    unknown = [name for name in extra if name not in formats]
+    if unknown:
+        raise UsageError(f"--format {unknown[0]!r} is not a report format (known: {', '.join(formats)})")
+    return [formats[name] for name in dict.fromkeys((*ALWAYS, *extra))]
+
+
+def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> tuple[Path, ...]:
+    """Render and write each format under ``out_dir``; rendered side by side for big runs."""
+    formats = chosen(extra)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = tuple(out_dir / fmt.filename for fmt in formats)
+
+    def job(path: Path, fmt: ReportFormat) -> Callable[[], None]:
+        def write() -> None:
+            path.write_text(fmt.render(report, Detail.FULL), "utf-8")
+
+        return write
+
+    run_concurrently([job(p, f) for p, f in zip(paths, formats, strict=True)], parallel=len(report.cases) >= MIN_ITEMS)
+    return paths

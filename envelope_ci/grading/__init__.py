@@ -1,0 +1,1 @@
+"""Grading: envelope-level judgement (``envelope``), answer assertions (``assertions``), one grade (``grade``)."""

@@ -1,0 +1,81 @@
+"""What an answer assertion is: a name, a fixture shorthand, a JSON-Schema fragment, a check.
+
+An assertion is one module exposing ``ASSERTION = AssertionType(...)``: the built-ins are
+listed in ``registry.BUILTIN``; third parties register theirs under the entry-point group
+``envelope_ci.assertions`` (see docs/plugins.md). The case schema is assembled from the
+fragments, so a typo in a value fails at load time with its file and line.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Failure(str, Enum):
+    """What a failed assertion makes of the answer: a label, or (size) a channel."""
+
+    SCHEMA = "schema"  # the answer's shape is wrong: label ``schema``
+    WRONG = "wrong"  # the answer's content is wrong: label ``wrong``
+    SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer as assertions see it: the text, and the parsed JSON when the case wants JSON."""
+
+    text: str
+    parsed: Any = None
+    has_json: bool = False
+
+
+# check(answer, value, case) -> reasons; an empty list means the assertion holds.
+Check = Callable[[Answer, Any, Any], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class AssertionType:
+    """One kind of assertion.
+
+    ``value_schema`` is the JSON-Schema fragment of its ``value`` (and of its ``shorthand``
+    fixture key, when it has one). ``check_not`` words why the negated form (``not-NAME``)
+    fails; a type without it cannot be negated. ``prepare`` turns a value into what
+    ``check`` receives (a compiled validator, a pattern), once per case at load time;
+    ``value_problem`` says why a value that passed the schema is still unusable.
+    ``shorthand`` and ``negated_shorthand`` are flat fixture keys meaning the type and its
+    ``not-`` form (``must_not_include`` is ``not-icontains-any``).
+    """
+
+    name: str
+    failure: Failure
+    check: Check
+    value_schema: Mapping[str, Any]
+    description: str
+    shorthand: str | None = None
+    negated_shorthand: str | None = None
+    needs_json: bool = False
+    value_optional: bool = False
+    check_not: Check | None = None
+    prepare: Callable[[Any], Any] | None = None
+    value_problem: Callable[[Any], tuple[str, str] | None] | None = None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One assertion of one case, as loaded: its type, prepared value and whether negated."""
+
+    kind: AssertionType
+    value: Any
+    negated: bool = False
+
+    @property
+    def name(self) -> str:
+        return ("not-" if self.negated else "") + self.kind.name
+
+    def failures(self, answer: Answer, case: Any) -> Sequence[str]:
+        """Why the answer does not meet this expectation (empty when it does)."""
+        if not self.negated:
+            return self.kind.check(answer, self.value, case)
+        assert self.kind.check_not is not None  # the schema offers not- only where it exists
+        return self.kind.check_not(answer, self.value, case)

@@ -1,0 +1,125 @@
+"""Envelope -> drop, empty or truncated, before any answer is judged. Pure.
+
+The order is the method's: drop, empty, truncated; only an envelope that is none of these
+reaches the answer assertions, so a torn envelope is never filed as a wrong answer. The
+live client asks the same question to decide whether to retry.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ..model import Envelope, Label
+from ..providers.base import Reply
+from ..providers.openai_chat import error_message, read_reply
+
+# Statuses a client should treat as the path failing, not the request being bad.
+TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# What may be left of a literal or a number when the text is cut inside it ("tr", "-", "1.", "2e+").
+_CUT_TOKEN = re.compile(r"(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?)")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the envelope alone says: a transport or truncation label, or None (grade the answer)."""
+
+    label: Label | None
+    reasons: tuple[str, ...]
+    reply: Reply | None
+
+
+def spoken_text(reply: Reply) -> str:
+    """What the model said, as one string: content, else tool calls, else refusal."""
+    if reply.content:
+        return reply.content
+    if reply.tool_calls:
+        return "\n".join(_tool_call_text(call) for call in reply.tool_calls)
+    return reply.refusal or ""
+
+
+def _tool_call_text(call: object) -> str:
+    found = call.get("function") if isinstance(call, dict) else None
+    fn = found if isinstance(found, dict) else {}
+    return f"{fn.get('name', '?')}({fn.get('arguments', '')})"
+
+
+def json_payload(reply: Reply) -> str:
+    """The text that must parse as JSON: content, or the arguments of a lone tool call."""
+    if reply.content and reply.content.strip():
+        return reply.content
+    if len(reply.tool_calls) == 1:
+        fn = reply.tool_calls[0].get("function")
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+            return fn["arguments"]
+    return spoken_text(reply)
+
+
+def speaks_json(reply: Reply) -> bool:
+    """Content or a tool call: something that could be JSON (a refusal is not)."""
+    return bool(reply.content) or bool(reply.tool_calls)
+
+
+def cut_mid_value(text: str) -> bool:
+    """True when text starts as JSON and the parser runs off its end: cut, not malformed."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return False
+    try:
+        json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        # Cut: the parser wanted more at the very end, or inside a string, literal or number
+        # running to the end; a stray "}" or "]" (a trailing comma) is malformed, not cut.
+        return exc.pos >= len(stripped) or "Unterminated string" in exc.msg or bool(_CUT_TOKEN.fullmatch(stripped[exc.pos:]))
+    return False
+
+
+def judge(envelope: Envelope) -> Judgement:
+    """The envelope's own label (drop, empty, truncated), or None with the reply to grade."""
+    if envelope.completion is not None:
+        return _judge_reply(Reply(envelope.completion, (), None, None, None, None))
+    if envelope.error is not None or envelope.http_status is None:
+        return Judgement(Label.DROP, (f"no response: {envelope.error or 'unknown transport error'}",), None)
+    status = envelope.http_status
+    body = envelope.body
+    if status != 200:
+        message = error_message(body)
+        # A 429 whose quota is gone is not transient: waiting will not help.
+        quota = status == 429 and "insufficient_quota" in (message or "")
+        why = "transient" if (status in TRANSIENT_STATUSES or status >= 500) and not quota else "request rejected"
+        return Judgement(Label.DROP, (f"HTTP {status} ({why})" + (f": {message}" if message else ""),), None)
+    if not isinstance(body, dict):
+        snippet = error_message(body) or "empty body"
+        return Judgement(Label.EMPTY, (f"HTTP 200 but the body is not a JSON object: {snippet[:120]}",), None)
+    if body.get("error") or body.get("object") == "error":
+        return Judgement(Label.DROP, (f"HTTP 200 carrying an error: {error_message(body)}",), None)
+    reply = read_reply(body)
+    if reply is None:
+        return Judgement(Label.EMPTY, ("HTTP 200 with no choices",), None)
+    if envelope.stream_complete is False and reply.finish_reason is None:
+        return Judgement(Label.TRUNCATED, ("stream ended before a finish_reason",), reply)
+    return _judge_reply(reply)
+
+
+def _judge_reply(reply: Reply) -> Judgement:
+    # Whitespace alone is not an answer: a server that pads an empty completion has said nothing.
+    spoke = bool(reply.content and reply.content.strip()) or bool(reply.tool_calls) or reply.refusal is not None
+    if reply.finish_reason == "length":
+        return Judgement(Label.TRUNCATED, ("finish_reason is 'length' (hit the token limit)",), reply)
+    if not spoke and reply.finish_reason != "content_filter":
+        shape = "null" if reply.content is None else "empty"
+        return Judgement(Label.EMPTY, (f"content is {shape} and the model said nothing else",), reply)
+    notes: list[str] = []
+    if reply.finish_reason == "content_filter":
+        notes.append("finish_reason is 'content_filter' (the provider's policy answered)")
+    if reply.refusal is not None and not reply.content:
+        notes.append(f"model refused: {reply.refusal[:120]}")
+    if speaks_json(reply) and cut_mid_value(json_payload(reply)):
+        return Judgement(Label.TRUNCATED, (*notes, "JSON stops mid-value"), reply)
+    return Judgement(None, tuple(notes), reply)
+
+
+def transport_label(envelope: Envelope) -> Label | None:
+    """Drop or empty (worth a retry), else None: what the live client asks of each attempt."""
+    label = judge(envelope).label
+    return label if label is not None and label.is_transport else None

@@ -1,0 +1,79 @@
+"""Envelope + case -> one Grade: the envelope's own label first, then the case's assertions. Pure.
+
+Shape assertions (``schema`` on failure) are judged before content ones (``wrong``): an
+answer that is not the JSON asked for is not checked for what it says.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from ..model import Case, Envelope, Grade, Label
+from ..parallel import parallel_map
+from ..providers.base import Reply
+from .assertions.base import Answer, Failure
+from .envelope import json_payload, judge, speaks_json, spoken_text
+
+# A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
+_FENCE = re.compile(r"^[ \t]*```", re.M)
+
+
+def grade(envelope: Envelope, case: Case) -> Grade:
+    """Label one envelope for one case, with what was read to get there."""
+    label, reasons, reply = _label(envelope, case)
+    text = envelope.completion if envelope.completion is not None else (spoken_text(reply) if reply else None)
+    chars = len(text) if text is not None and not label.is_transport else None
+    tokens = reply.completion_tokens if reply and not label.is_transport else None
+    estimated = chars is not None and tokens is None
+    if estimated:
+        tokens = max(1, round(chars / 4)) if chars else 0
+    return Grade(
+        label=label,
+        reasons=(*reasons, *envelope.notes),
+        text=text,
+        finish_reason=reply.finish_reason if reply else None,
+        model_id=reply.model_id if reply else None,
+        http_status=envelope.http_status,
+        chars=chars,
+        tokens=tokens,
+        tokens_estimated=estimated,
+        elapsed_ms=envelope.elapsed_ms,
+        ttft_ms=envelope.ttft_ms,
+        attempts=envelope.attempts,
+    )
+
+
+def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | None]:
+    judged = judge(envelope)
+    reasons = list(judged.reasons)
+    if judged.label is not None or judged.reply is None:
+        return judged.label or Label.EMPTY, reasons, judged.reply
+    reply = judged.reply
+    answer = Answer(spoken_text(reply))
+    if case.reads_json:
+        if not speaks_json(reply):
+            if case.wants_json:
+                return Label.WRONG, reasons + ["no JSON answer to grade"], reply
+        else:
+            payload = json_payload(reply)
+            try:
+                answer = Answer(answer.text, json.loads(payload), True)
+            except json.JSONDecodeError as exc:
+                if case.wants_json:
+                    hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
+                    return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
+    for failure, label in ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG)):
+        failed = [why for e in case.expectations if e.kind.failure is failure for why in e.failures(answer, case)]
+        if failed:
+            return label, reasons + failed, reply
+    return Label.RIGHT, reasons, reply
+
+
+def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]]) -> dict[str, list[Grade]]:
+    """Grade every envelope, over all cores for big runs (validators are compiled once per schema, per process)."""
+
+    def grade_case(case: Case) -> list[Grade]:
+        return [grade(e, case) for e in envelopes[case.id]]
+
+    return dict(zip((c.id for c in cases), parallel_map(grade_case, cases), strict=True))

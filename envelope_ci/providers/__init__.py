@@ -1,0 +1,1 @@
+"""Providers: one module per wire format (see ``base.Provider``)."""

@@ -1,0 +1,117 @@
+"""Analysis -> Report: rows per case, the base-branch diff, the id lists. Deterministic and pure."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..analysis.analyse import Analysis
+from ..analysis.cases import CaseResult
+from ..analysis.promotion import pin_brief
+from ..canonical import LONE_SURROGATE
+from ..model import Gate, Outcome, Pins
+from .model import REPORT_VERSION, Alert, BaseDiff, BaseDiffRow, CaseRow, PinBrief, PinsUpdate, Report, RunInfo
+
+PREVIEW_CHARS = 240
+
+
+def scrub(value: Any) -> Any:
+    """Text (or a list of texts) with every lone UTF-16 surrogate (a server's ``\\ud800`` escape) as U+FFFD.
+
+    Such a string is not Unicode text: it could not be written as UTF-8 and would make
+    report.json (or the comment) fail far from its cause.
+    """
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, (list, tuple)):
+        return tuple(scrub(v) for v in value)
+    return value
+
+
+def case_row(r: CaseResult, gate: Gate) -> CaseRow:
+    """One case's row: the contract keys first, diagnosis after."""
+    shown = r.shown
+    ttfts = sorted(g.ttft_ms for g in r.grades if g.ttft_ms is not None and not g.label.is_transport)
+    return CaseRow(
+        id=r.case.id,
+        stratum=r.case.stratum,
+        label=r.label,
+        channel=r.channel,
+        chars=r.measure.chars,
+        tokens=r.measure.tokens,
+        tokens_estimated=r.measure.tokens_estimated,
+        ms=r.measure.ms,
+        ms_p95=r.measure.ms_p95,
+        ttft_ms=round(ttfts[len(ttfts) // 2], 3) if ttfts else None,
+        http_status=shown.http_status,
+        finish_reason=scrub(shown.finish_reason),
+        model_id=scrub(r.fingerprint.model_id),
+        attempts=sum(g.attempts for g in r.grades),
+        repeats=len(r.grades),
+        outcome=r.outcome,
+        comparable=r.comparable,
+        reasons=scrub(r.reasons),
+        preview=scrub(shown.text[:PREVIEW_CHARS]) if shown.text is not None else None,
+        file=r.case.file,
+        line=r.case.line,
+        pin=r.pin,
+        gate=gate,
+    )
+
+
+def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None) -> tuple[BaseDiffRow, ...]:
+    """Per case: the base branch's pin, the head's pin, and this run; which pins the PR moved."""
+    rows = []
+    seen = set()
+    for r in results:
+        seen.add(r.case.id)
+        b = base.cases.get(r.case.id) if base else None
+        h = head.cases.get(r.case.id) if head else None
+        # The base pin's case hash is the case as the base branch had it.
+        fixture = None if base is None else ("added" if b is None else ("modified" if b.hash != r.case.digest else None))
+        rows.append(BaseDiffRow(
+            id=r.case.id,
+            base=pin_brief(b),
+            head=pin_brief(h),
+            run=PinBrief(r.measure.chars, r.measure.tokens, r.measure.ms, r.label.value),
+            pin_changed=pin_brief(b) != pin_brief(h) or (b is not None and h is not None and b.hash != h.hash),
+            fixture=fixture,
+        ))
+    for cid in sorted(set(base.cases if base else ()) - seen):
+        rows.append(BaseDiffRow(cid, pin_brief(base.cases[cid]) if base else None, None, None, True, "removed"))
+    return tuple(rows)
+
+
+def build_report(
+    analysis: Analysis,
+    run: RunInfo,
+    notes: Sequence[str] = (),
+    base: BaseDiff | None = None,
+    pins_update: PinsUpdate | None = None,
+) -> Report:
+    """The typed report. Deterministic: fixture order, no timestamps."""
+    results = analysis.results
+    by_outcome = {o: tuple(r.case.id for r in results if r.outcome is o) for o in Outcome}
+    # Only text that came from a server can hold lone surrogates (fixtures reject them), so
+    # only those fields are scrubbed: walking every value of a 100k-case report costs seconds.
+    return Report(
+        report_version=REPORT_VERSION,
+        verdict=analysis.verdict,
+        alerts=tuple(dict.fromkeys(a.code for a in analysis.alerts)),
+        alert_details=tuple(Alert(a.code, a.stratum, scrub(a.message)) for a in analysis.alerts),
+        blockers=scrub(analysis.blockers),
+        notes=scrub(tuple(notes)),
+        summary=analysis.summary,
+        strata=analysis.strata,
+        lanes=analysis.lanes,
+        fixtures=analysis.fixtures,
+        fingerprint=replace(analysis.fingerprint, model_id=scrub(analysis.fingerprint.model_id)),
+        regressions=by_outcome[Outcome.REGRESSION],
+        known_failures=by_outcome[Outcome.KNOWN_FAILURE],
+        improvements=by_outcome[Outcome.IMPROVEMENT],
+        undelivered=by_outcome[Outcome.UNDELIVERED],
+        run=run,
+        base=base,
+        pins_update=pins_update,
+        cases=tuple(case_row(r, g) for r, g in zip(results, analysis.gates, strict=True)),
+    )

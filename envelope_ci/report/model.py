@@ -1,0 +1,237 @@
+"""The typed report: what a run found, as frozen dataclasses; report.json is their JSON.
+
+Field order is key order in report.json. Renaming, removing or re-typing a field changes
+the contract in docs/report.md: bump REPORT_VERSION. Every format reads this, never a dict.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model import Channel, Fingerprint, Gate, Label, Outcome, Pin, Thresholds, Verdict
+from .codec import from_json, json_schema, to_json
+
+# 2: every case row carries its ``gate``.
+REPORT_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A strata or fixtures alarm: a code other tools match on, and a sentence for people."""
+
+    code: str
+    stratum: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Label and channel counts and the three rates, none derived from another."""
+
+    total: int
+    counts: Mapping[str, int]
+    channels: Mapping[str, int]
+    naive_pass_rate: float | None
+    yield_: float | None = field(metadata={"json": "yield"})
+    accuracy_on_yield: float | None
+    delivered: int
+    stable: int
+
+
+@dataclass(frozen=True)
+class StratumRow:
+    """One stratum as its own instrument: pass rate over its delivered cases."""
+
+    n: int
+    passed: int
+    pass_rate: float | None
+    cases: int
+    undelivered: int
+
+
+@dataclass(frozen=True)
+class LaneStats:
+    """How many cases were judged like-for-like against their pin, and what flipped."""
+
+    matched_fingerprints: int
+    fingerprint_mismatches: int
+    grade_flips: int
+    flipped: tuple[str, ...]
+    unpinned: int
+    undelivered: int
+
+
+@dataclass(frozen=True)
+class FixtureChanges:
+    """Which cases (and files) the fixtures added, removed or modified since the pins were written."""
+
+    hash: str
+    pinned_hash: str | None
+    changed: bool
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    modified: tuple[str, ...]
+    files_changed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """How the run was made: enough to reproduce it."""
+
+    mode: str  # live | replay | offline
+    lane: str
+    fixtures_dir: str
+    pins: str
+    repeats: int
+    replay: str | None
+    model_requested: str | None
+    endpoint_class: str
+    temperature: float
+    thresholds: Thresholds
+    config_file: str | None
+
+
+@dataclass(frozen=True)
+class PinBrief:
+    """A pin or a run, in brief: what the pin diffs show."""
+
+    chars: int | None
+    tokens: int | None
+    ms: float | None
+    label: str
+
+
+@dataclass(frozen=True)
+class BaseDiffRow:
+    """One case: the base branch's pin, the head's pin, this run; whether the PR moved the pin."""
+
+    id: str
+    base: PinBrief | None
+    head: PinBrief | None
+    run: PinBrief | None
+    pin_changed: bool
+    fixture: str | None  # added | removed | modified (by this PR), or None
+
+
+@dataclass(frozen=True)
+class BaseDiff:
+    """The base branch's pins against this PR's: where they came from, the per-case diff, downgrades."""
+
+    source: str | None
+    error: str | None
+    present: bool
+    diff: tuple[BaseDiffRow, ...] = ()
+    downgraded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PinMove:
+    """One pin this run rewrote: before (None for a new case) and after."""
+
+    id: str
+    from_: PinBrief | None = field(metadata={"json": "from"})
+    to: PinBrief
+
+
+@dataclass(frozen=True)
+class PinsUpdate:
+    """What writing the pins changed, and the regressions the new baseline accepts."""
+
+    moved: tuple[PinMove, ...]
+    removed: tuple[str, ...]
+    accepted_regressions: tuple[str, ...]
+    previous_alerts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CaseRow:
+    """One case: its label, channel, measurements, outcome against its pin, and its gate."""
+
+    id: str
+    stratum: str | None
+    label: Label
+    channel: Channel
+    chars: int | None
+    tokens: int | None
+    tokens_estimated: bool
+    ms: float | None
+    ms_p95: float | None
+    ttft_ms: float | None
+    http_status: int | None
+    finish_reason: str | None
+    model_id: str | None
+    attempts: int
+    repeats: int
+    outcome: Outcome
+    comparable: bool | None
+    reasons: tuple[str, ...]
+    preview: str | None
+    file: str
+    line: int | None
+    pin: Pin | None
+    gate: Gate
+
+    @property
+    def stratum_name(self) -> str:
+        """The stratum's row name: unstratified cases have their own."""
+        return self.stratum or "unstratified"
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything a run found; report.json is ``to_json`` of this."""
+
+    report_version: int
+    verdict: Verdict
+    alerts: tuple[str, ...]
+    alert_details: tuple[Alert, ...]
+    blockers: tuple[str, ...]
+    notes: tuple[str, ...]
+    summary: Summary
+    strata: Mapping[str, StratumRow]
+    lanes: LaneStats
+    fixtures: FixtureChanges
+    fingerprint: Fingerprint
+    regressions: tuple[str, ...]
+    known_failures: tuple[str, ...]
+    improvements: tuple[str, ...]
+    undelivered: tuple[str, ...]
+    run: RunInfo
+    base: BaseDiff | None
+    pins_update: PinsUpdate | None = field(default=None, metadata={"omit_none": True})
+    cases: tuple[CaseRow, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """report.json's data."""
+        data: dict[str, Any] = to_json(self)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Report:
+        """A report read back from report.json's data (exactly what ``to_json`` gave)."""
+        report: Report = from_json(cls, data)
+        return report
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of report.json, generated from the dataclasses above."""
+    defs: dict[str, Any] = {}
+    root = json_schema(Report, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://github.com/envelope-ci/envelope-ci/report.schema.json",
+        "title": f"envelope-ci report.json (report_version {REPORT_VERSION})",
+        **root,
+        "$defs": defs,
+    }
+
+
+def dump_report(report: Report) -> str:
+    """report.json text: indented at the top, one case per line (fast to write, easy to diff)."""
+    data = report.to_json()
+    cases = data.pop("cases")
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    rows = ",\n    ".join(json.dumps(c, ensure_ascii=False, allow_nan=False) for c in cases)
+    return text[:-2] + ',\n  "cases": [\n    ' + rows + "\n  ]\n}\n" if rows else text[:-2] + ',\n  "cases": []\n}\n'

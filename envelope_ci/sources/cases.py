@@ -1,0 +1,213 @@
+"""Raw cases -> validated, frozen ``Case`` objects: the case schema, its errors, the assertions.
+
+The case schema is assembled from ``case_schema.json`` and every assertion type's
+fragment, so a new assertion needs no edit here.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..canonical import LONE_SURROGATE, digest
+from ..errors import Problem, UsageError
+from ..grading.assertions.base import Expectation
+from ..grading.assertions.registry import lookup, schema_fragments, shorthands
+from ..model import STRATA, Case
+from ..parallel import parallel_map
+from .files import CASE_SUFFIXES, case_files
+from .parse import RawCase, parse_file
+
+_REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format")
+
+
+@lru_cache(maxsize=1)
+def case_schema() -> dict[str, Any]:
+    """The fixture case format: ``case_schema.json`` plus every assertion's keys, published for editors too."""
+    schema: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))
+    schema = copy.deepcopy(schema)
+    schema["properties"]["stratum"] = {"enum": list(STRATA), "description": "Difficulty band; absent means held to the easy floor."}
+    schema["properties"].update(schema_fragments())
+    return schema
+
+
+@lru_cache(maxsize=1)
+def _case_validator() -> jsonschema.protocols.Validator:
+    return jsonschema.Draft202012Validator(case_schema())
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> list[Problem]:
+    """One problem per unexpected key, on the key's own line, with a did-you-mean."""
+    known = [str(k) for k in error.schema.get("properties", {})]
+    path = [str(p) for p in error.absolute_path]
+    out = []
+    for key in (LONE_SURROGATE.sub("\ufffd", str(k)) for k in error.instance):
+        if key in known:
+            continue
+        guess = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+        line = raw.key_lines.get(path[0] if path else key, raw.line)
+        out.append(Problem(raw.file, line, ".".join(path + [key]), f"unknown key{hint}"))
+    return out
+
+
+_SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not valid Unicode"
+
+
+def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
+    """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text keys."""
+    if isinstance(value, str):
+        return (path, _SURROGATE_WHY) if LONE_SURROGATE.search(value) else None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, f"{value} is not a JSON number (use null or a finite number)")
+    if value is None or isinstance(value, (bool, int)):
+        return None
+    if not isinstance(value, (dict, list)):
+        return path, f"a YAML {type(value).__name__} is not JSON: quote it"
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        here = LONE_SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
+        if isinstance(value, dict) and not isinstance(key, str):
+            return here, f"key {key!r} is not text: quote it"
+        if isinstance(key, str) and LONE_SURROGATE.search(key):
+            return here, _SURROGATE_WHY
+        found = not_json(item, here)
+        if found is not None:
+            return found
+    return None
+
+
+def validate_raw(raw: RawCase) -> list[Problem]:
+    """Problems with one case: the format schema, then each assertion's own value (a JSON Schema that is not one, say)."""
+    if not isinstance(raw.data, dict):
+        return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
+    if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
+        return [Problem(raw.file, raw.line, None, "this is a recordings line (--record output), not a case: "
+                        "keep recordings outside the fixtures directory and grade them with --replay FILE")]
+    problems = []
+    for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
+        if error.validator in ("oneOf", "anyOf") and error.absolute_path:
+            error = jsonschema.exceptions.best_match([error])  # the likeliest branch's own complaint
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            problems += unknown_key_problems(raw, error)
+            continue
+        field_name = _field_path(error)
+        top = str(error.absolute_path[0]) if error.absolute_path else None
+        line = raw.key_lines.get(top, raw.line) if top else raw.line
+        message = error.message
+        if error.validator == "pattern" and list(error.absolute_path) == ["id"]:
+            message = f"{error.instance!r} has whitespace: ids are single words (use - or _)"
+        elif error.validator == "anyOf" and not error.absolute_path:
+            message = "a case needs a 'prompt' or 'messages'"
+        elif error.validator == "not" and not error.absolute_path:
+            message = "give either 'completion' or 'recorded', not both"
+        problems.append(Problem(raw.file, line, field_name or None, message))
+    found_not_json = not_json(raw.data)
+    if found_not_json is not None:
+        where, why = found_not_json
+        problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where or None, why))
+        return problems  # such a case cannot be hashed or its schema checked
+    for where, expectation in _raw_expectations(raw.data):
+        check = expectation.kind.value_problem
+        found = check(expectation.value) if check is not None and expectation.value is not None else None
+        if found:
+            inner, message = found
+            problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where + (f".{inner}" if inner else ""), message))
+    return problems
+
+
+def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
+    """A validated case's assertions, unprepared, each with where it is written: shorthands first, then ``assert``."""
+    found = [(key, Expectation(kind, data[key], negated)) for key, (kind, negated) in shorthands().items() if key in data]
+    items = data.get("assert")
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        kind_negated = lookup(item["type"]) if isinstance(item, dict) and isinstance(item.get("type"), str) else None
+        if kind_negated is None:  # the schema has reported it already
+            continue
+        found.append((f"assert.{index}.value", Expectation(kind_negated[0], item.get("value"), kind_negated[1])))
+    return found
+
+
+def expectations_of(data: dict[str, Any]) -> tuple[Expectation, ...]:
+    """The case's assertions with their values prepared (schemas compiled, patterns built) once."""
+    out = []
+    for _, e in _raw_expectations(data):
+        prepared = e.kind.prepare(e.value) if e.kind.prepare is not None and e.value is not None else e.value
+        out.append(Expectation(e.kind, prepared, e.negated))
+    return tuple(out)
+
+
+def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
+    """A case's problems, and its digest when it has none: the per-case work worth spreading over cores."""
+    problems = validate_raw(raw)
+    return problems, None if problems else digest(raw.data)
+
+
+def build_case(raw: RawCase, case_digest: str | None = None) -> Case:
+    """A validated raw case as a frozen Case."""
+    data = raw.data
+    if "messages" in data:
+        messages = tuple(data["messages"])
+    else:
+        system = [{"role": "system", "content": data["system"]}] if "system" in data else []
+        messages = tuple(system + [{"role": "user", "content": data["prompt"]}])
+    recorded = data.get("recorded")
+    if isinstance(recorded, dict):
+        recorded = [recorded]
+    return Case(
+        id=data["id"],
+        stratum=data.get("stratum"),
+        messages=messages,
+        file=raw.file,
+        line=raw.line,
+        digest=case_digest or digest(data),
+        expectations=expectations_of(data),
+        timeout_s=data.get("timeout_s"),
+        completion=data.get("completion"),
+        recorded=tuple(recorded) if recorded else None,
+        request={k: data[k] for k in _REQUEST_KEYS if k in data},
+    )
+
+
+def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> list[Case]:
+    """Every case under ``root``, validated; all problems raised together."""
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory of fixtures")
+    problems: list[Problem] = []
+    cases: list[Case] = []
+    first_seen: dict[str, str] = {}
+    raws: list[RawCase] = []
+    for path in case_files(root, exclude):
+        shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
+        try:
+            raws += parse_file(path, shown)
+        except UsageError as exc:
+            problems += exc.problems
+    for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws), strict=True):
+        if found:
+            problems += found
+            continue
+        case = build_case(raw, case_digest)
+        if case.id in first_seen:
+            problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
+            continue
+        first_seen[case.id] = f"{raw.file}:{raw.line}" if raw.line else raw.file
+        cases.append(case)
+    if problems:
+        raise UsageError(sorted(problems, key=lambda p: p.file))  # stable: file order, then as found
+    if not cases:
+        raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
+    return cases
+
+

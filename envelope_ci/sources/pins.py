@@ -1,0 +1,143 @@
+"""Read and write the pins file: versioned canonical JSON, one case per line (docs/pins.md)."""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..canonical import canonical_json
+from ..errors import Problem, UsageError
+from ..model import Channel, Fingerprint, Label, Pin, Pins
+from .files import read_text
+
+PINS_FORMAT = "envelope-ci/pins"
+PINS_VERSION = 1
+
+_FINGERPRINT_SCHEMA = {
+    "type": ["object", "null"],
+    "properties": {
+        "lane": {"type": "string"},
+        "endpoint_class": {"type": "string"},
+        "model_id": {"type": ["string", "null"]},
+        "temperature": {"type": "number"},
+        "grader_version": {"type": "string"},
+    },
+}
+# The shape the code reads: a hand-edited or merged pins file fails here, not deep in a comparison.
+PINS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "fixtures_hash": {"type": "string"},
+        "files": {"type": "object", "additionalProperties": {"type": "string"}},
+        "fingerprint": _FINGERPRINT_SCHEMA,
+        "cases": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "properties": {
+                    "hash": {"type": "string"},
+                    "label": {"enum": [label.value for label in Label]},
+                    "channel": {"enum": [channel.value for channel in Channel]},
+                    "chars": {"type": ["integer", "null"], "minimum": 0},
+                    "tokens": {"type": ["integer", "null"], "minimum": 0},
+                    "tokens_estimated": {"type": "boolean"},
+                    "ms": {"type": ["number", "null"], "minimum": 0},
+                    "ms_p95": {"type": ["number", "null"], "minimum": 0},
+                    "fingerprint": _FINGERPRINT_SCHEMA,
+                },
+            },
+        },
+    },
+}
+
+
+def pin_from_dict(data: Mapping[str, Any]) -> Pin:
+    fp = data.get("fingerprint")
+    return Pin(
+        hash=str(data.get("hash", "")),
+        label=str(data.get("label", "")),
+        channel=str(data.get("channel", "")),
+        chars=data.get("chars"),
+        tokens=data.get("tokens"),
+        tokens_estimated=bool(data.get("tokens_estimated", False)),
+        ms=data.get("ms"),
+        ms_p95=data.get("ms_p95"),
+        fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
+    )
+
+
+def pin_to_dict(pin: Pin) -> dict[str, Any]:
+    return {
+        "hash": pin.hash,
+        "label": pin.label,
+        "channel": pin.channel,
+        "chars": pin.chars,
+        "tokens": pin.tokens,
+        "tokens_estimated": pin.tokens_estimated,
+        "ms": pin.ms,
+        "ms_p95": pin.ms_p95,
+        "fingerprint": pin.fingerprint.as_dict() if pin.fingerprint else None,
+    }
+
+
+def parse_pins(text: str, shown: str) -> Pins:
+    """Pins from the text of a pins file (the head's, or the base branch's)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError([Problem(shown, exc.lineno, None, f"malformed JSON: {exc.msg}")]) from None
+    if not isinstance(data, dict) or data.get("format") != PINS_FORMAT or not isinstance(data.get("cases"), dict):
+        raise UsageError([Problem(shown, None, "format", f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
+    if data.get("version") != PINS_VERSION:
+        raise UsageError([Problem(shown, None, "version", f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
+    problems = []
+    for error in sorted(jsonschema.Draft202012Validator(PINS_SCHEMA).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = [str(p) for p in error.absolute_path]
+        problems.append(Problem(shown, _case_line(text, path), ".".join(path) or None, error.message))
+    if problems:
+        raise UsageError(problems)
+    fp = data.get("fingerprint")
+    return Pins(
+        fixtures_hash=str(data.get("fixtures_hash", "")),
+        fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
+        cases={cid: pin_from_dict(p) for cid, p in data["cases"].items() if isinstance(p, dict)},
+        files=dict(data.get("files") or {}),
+    )
+
+
+def _case_line(text: str, path: list[str]) -> int | None:
+    """The line of a case's pin (the file holds one case per line), or None."""
+    if len(path) < 2 or path[0] != "cases":
+        return None
+    match = re.search("^" + re.escape(json.dumps(path[1], ensure_ascii=False)) + r"\s*:", text, re.M)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def read_pins(path: Path) -> Pins | None:
+    """The pins at ``path``, or None when there are none yet."""
+    if not path.is_file():
+        return None
+    return parse_pins(read_text(path, path.as_posix()), path.as_posix())
+
+
+def render_pins(pins: Pins) -> str:
+    """Canonical JSON, one case per line so a review diff shows which pins moved."""
+    head = {
+        "format": PINS_FORMAT,
+        "version": PINS_VERSION,
+        "fixtures_hash": pins.fixtures_hash,
+        "fingerprint": pins.fingerprint.as_dict() if pins.fingerprint else None,
+    }
+    lines = [canonical_json(head)[:-1] + ',"files":{']
+    files = sorted(pins.files.items())
+    lines += [f"{canonical_json(path)}:{canonical_json(value)}" + ("," if i < len(files) - 1 else "") for i, (path, value) in enumerate(files)]
+    lines.append('},"cases":{')
+    items = sorted(pins.cases.items())
+    for i, (cid, pin) in enumerate(items):
+        lines.append(f"{canonical_json(cid)}:{canonical_json(pin_to_dict(pin))}" + ("," if i < len(items) - 1 else ""))
+    lines.append("}}")
+    return "\n".join(lines) + "\n"

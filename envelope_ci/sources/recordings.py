@@ -1,0 +1,192 @@
+"""Recorded envelopes, both directions: read (fixture ``recorded``, ``--replay`` files) and write (``--record``).
+
+A recordings file is JSONL, one line per envelope: ``{"id": CASE_ID, "recorded": ENVELOPE,
+"attempt_log": [...]}``; lines with the same id are repeats. The writer flushes each line
+as it arrives, so a crash loses nothing already received.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ..errors import Problem, UsageError
+from ..model import Case, Envelope
+from .files import read_text
+from .parse import NotJSON, json_problem, loads_strict
+
+
+def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
+    """A recorded envelope (fixture ``recorded`` or a recordings line) as plain data."""
+    return Envelope(
+        http_status=data.get("http_status"),
+        elapsed_ms=data.get("elapsed_ms"),
+        ttft_ms=data.get("ttft_ms"),
+        headers=dict(data.get("headers") or {}),
+        body=data.get("body"),
+        error=data.get("error"),
+        attempts=int(data.get("attempts", 1)),
+        stream_complete=data.get("stream_complete"),
+        notes=tuple(data.get("notes") or ()),
+    )
+
+
+def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
+    text = read_text(path, path.as_posix())
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, loads_strict(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError([json_problem(path.as_posix(), exc, number - 1)]) from None
+            except NotJSON as exc:
+                raise UsageError([Problem(path.as_posix(), number, None, str(exc))]) from None
+
+
+@lru_cache(maxsize=1)
+def _envelope_validator() -> jsonschema.protocols.Validator:
+    """One recorded envelope, validated directly (no oneOf/$ref): replays can be 100k lines."""
+    return jsonschema.Draft202012Validator(ENVELOPE_SCHEMA)
+
+
+ENVELOPE_SCHEMA: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))["$defs"]["envelope"]
+_ENVELOPE_KEYS = frozenset(ENVELOPE_SCHEMA["properties"])
+_NUMBER = (int, float)
+
+
+def _plainly_valid(env: Any) -> bool:
+    """A cheap check that implies the envelope schema holds (never the reverse).
+
+    Replays can hold 100k lines and jsonschema costs ~40 µs each; anything this check
+    does not vouch for goes through jsonschema, which also words the error.
+    """
+    if type(env) is not dict or not env.keys() <= _ENVELOPE_KEYS or ("http_status" in env) == ("error" in env):
+        return False
+    status = env.get("http_status")
+    if status is not None and not (type(status) is int and 100 <= status <= 599):
+        return False
+    for key in ("elapsed_ms", "ttft_ms"):
+        value = env.get(key)
+        if value is not None and not (type(value) in _NUMBER and value >= 0):
+            return False
+    headers = env.get("headers", {})
+    if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
+        return False
+    if "error" in env and type(env["error"]) is not str:
+        return False
+    if "attempts" in env and not (type(env["attempts"]) is int and env["attempts"] >= 1):
+        return False
+    if any(key in env and type(env[key]) is not bool for key in ("stream", "stream_complete")):
+        return False
+    if "notes" in env and not (type(env["notes"]) is list and all(type(n) is str for n in env["notes"])):
+        return False
+    return "request" not in env or type(env["request"]) is dict
+
+
+def envelope_problem(recorded: Any) -> tuple[str, str] | None:
+    """The first problem with a ``recorded`` value (one envelope or a list of repeats)."""
+    items = recorded if isinstance(recorded, list) else [recorded]
+    if isinstance(recorded, list) and not recorded:
+        return "recorded", "a list of repeats needs at least one envelope"
+    validator = _envelope_validator()
+    for index, env in enumerate(items):
+        if _plainly_valid(env):
+            continue
+        error = next(validator.iter_errors(env), None)
+        if error is not None:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(env)) or error
+            prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
+            where = ".".join(str(p) for p in error.absolute_path)
+            return prefix + (f".{where}" if where else ""), error.message
+    return None
+
+
+def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]:
+    """A ``--replay`` file: JSONL of ``{"id", "recorded"}``; lines for one id are its repeats."""
+    if not path.is_file():
+        raise UsageError(f"{path}: recordings file not found")
+    shown = path.as_posix()
+    out: dict[str, list[Envelope]] = {}
+    problems: list[Problem] = []
+    for number, item in iter_recordings(path):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
+            problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
+            continue
+        if item["id"] not in case_ids:
+            problems.append(Problem(shown, number, "id", f"{item['id']!r} matches no case in the fixtures"))
+            continue
+        found = envelope_problem(item["recorded"])
+        if found is not None:
+            problems.append(Problem(shown, number, found[0], found[1]))
+            continue
+        recorded = item["recorded"]
+        for env in recorded if isinstance(recorded, list) else [recorded]:
+            out.setdefault(item["id"], []).append(envelope_from_raw(env))
+    if problems:
+        raise UsageError(problems)
+    return out
+
+
+def envelope_to_raw(env: Envelope) -> dict[str, Any]:
+    """An envelope in the fixture ``recorded`` shape (only the fields that are set)."""
+    if env.error is not None:
+        out: dict[str, Any] = {"error": env.error}
+    else:
+        out = {"http_status": env.http_status, "headers": dict(env.headers), "body": env.body}
+    for key in ("elapsed_ms", "ttft_ms", "stream_complete"):
+        value = getattr(env, key)
+        if value is not None:
+            out[key] = value
+    out["attempts"] = env.attempts
+    if env.notes:
+        out["notes"] = list(env.notes)
+    return out
+
+
+class RecordingWriter:
+    """Appends and flushes one line per finished envelope; safe across worker threads."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("w", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, case_id: str, env: Envelope, attempt_log: Sequence[dict[str, Any]] = ()) -> None:
+        # ASCII escapes: a server's lone surrogate ("\\ud800") round-trips instead of failing to encode as UTF-8.
+        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)}, ensure_ascii=True)
+        with self._lock:
+            if self._fh.closed:  # a call that outlived an interrupted run: the report has moved on
+                return
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+def offline_envelopes(cases: Sequence[Case], replay: Mapping[str, list[Envelope]] | None) -> dict[str, list[Envelope]]:
+    """Recorded envelopes: a replay file first, then what each fixture embeds."""
+    out: dict[str, list[Envelope]] = {}
+    missing: list[Problem] = []
+    for case in cases:
+        if replay and case.id in replay:
+            out[case.id] = replay[case.id]
+        elif case.recorded:
+            out[case.id] = [envelope_from_raw(e) for e in case.recorded]
+        elif case.completion is not None:
+            out[case.id] = [Envelope(completion=case.completion)]
+        else:
+            where = " and it is not in the --replay file either" if replay is not None else ""
+            missing.append(Problem(case.file, case.line, "completion",
+                                   f"case {case.id!r} has no 'completion' or 'recorded' to grade offline{where} "
+                                   "(record one, run it live with --base-url, or replay a recordings file that holds it)"))
+    if missing:
+        raise UsageError(missing)
+    return out

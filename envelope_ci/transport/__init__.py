@@ -1,0 +1,12 @@
+"""The endpoint edge: one provider's requests with honest timing, caps, retries and concurrency.
+
+Each attempt becomes an ``Envelope``; requests' exceptions are turned into envelopes at
+this edge so the core never sees a socket. Retries happen only for transport failures
+(drop, empty), with a per-case and a per-run budget. Attempts are graded only to label the
+attempt log and the progress line; the report grades the envelopes again on its own.
+
+Modules: ``http`` (one attempt), ``reading`` (one response under the deadline and the size
+cap), ``retry_after`` (the one Retry-After parser), ``retry`` (whether and when to try
+again), ``pool`` (the worker pool), ``progress``, ``interrupts``, and ``live`` (the entry
+point the runner calls).
+"""

@@ -1,0 +1,109 @@
+"""One attempt: a single HTTP exchange with one endpoint, its failure put into words."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import requests
+import urllib3
+
+from ..model import Case, Envelope
+from ..providers.base import Provider
+from ..secrets import Secrets
+from .reading import TRANSPORT_ERRORS, Limits, read_stream, read_whole
+
+USER_AGENT = "envelope-ci"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How to talk to one endpoint."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    extra_headers: Mapping[str, str] = field(default_factory=dict)
+    temperature: float = 0.0
+    stream: bool = False
+    connect_timeout_s: float = 10.0
+    case_timeout_s: float = 120.0
+    max_response_bytes: int = 16 * 1024 * 1024
+
+    def __repr__(self) -> str:  # never show the key or header values
+        return f"ClientSettings(base_url={self.base_url!r}, model={self.model!r}, stream={self.stream})"
+
+
+class Client:
+    """One worker's connection pool and the single-attempt exchange."""
+
+    def __init__(self, provider: Provider, settings: ClientSettings, secrets: Secrets) -> None:
+        self.provider = provider
+        self.settings = settings
+        self.secrets = secrets
+        self.session = requests.Session()
+        self.url = settings.base_url.rstrip("/") + provider.path
+        self.headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
+        self.headers.update(settings.extra_headers)
+        if settings.api_key:
+            self.headers["Authorization"] = f"Bearer {settings.api_key}"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def attempt(self, case: Case) -> Envelope:
+        """One HTTP exchange. ``elapsed_ms`` spans send to last byte: no parsing, no grading."""
+        s = self.settings
+        payload = json.dumps(self.provider.request_body(case, s.model, s.temperature, s.stream)).encode("utf-8")
+        deadline_s = case.timeout_s or s.case_timeout_s
+        timeout = (min(s.connect_timeout_s, deadline_s), deadline_s)
+        t0 = time.perf_counter()
+        try:
+            resp = self.session.post(self.url, data=payload, headers=self.headers, timeout=timeout, stream=True)
+        except TRANSPORT_ERRORS as exc:
+            return self._failed(exc, t0, deadline_s)
+        try:
+            env = self._read(resp, Limits(t0, deadline_s, s.max_response_bytes))
+            return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
+        except TRANSPORT_ERRORS as exc:
+            return self._failed(exc, t0, deadline_s)
+        finally:
+            resp.close()
+
+    def _read(self, resp: requests.Response, limits: Limits) -> Envelope:
+        if self.settings.stream and resp.status_code == 200 and "text/event-stream" in resp.headers.get("content-type", ""):
+            return read_stream(resp, limits, self.provider)
+        return read_whole(resp, limits)
+
+    def _failed(self, exc: BaseException, t0: float, deadline_s: float) -> Envelope:
+        elapsed = (time.perf_counter() - t0) * 1000.0
+        detail = failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url)
+        return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
+
+
+def failure_detail(exc: BaseException, connect_s: float, deadline_s: float, url: str) -> str:
+    """What went wrong in words a reader can act on: which timeout, or the socket's own error."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return f"ConnectTimeout: no connection within {connect_s:g} s"
+    if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
+        return f"ReadTimeout: no complete response within the case deadline of {deadline_s:g} s"
+    root = _root_cause(exc)
+    errno = re.search(r"\[Errno -?\d+\][^'\")]*", str(root))
+    if not errno:
+        return f"{type(root).__name__}: {root}"
+    where = urllib3.util.parse_url(url)
+    return f"{type(root).__name__}: {errno.group(0).strip()} ({where.host}:{where.port})"
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    root: BaseException = exc
+    # requests wraps urllib3's MaxRetryError ("Max retries exceeded" is urllib3's
+    # wording, not our retries); the socket's own error is its `reason`.
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, BaseException):
+        root = reason
+    while root.__cause__ is not None or (root.__context__ is not None and not str(root)):
+        root = root.__cause__ or root.__context__  # type: ignore[assignment]
+    return root

@@ -1,0 +1,33 @@
+"""The entry point the runner plugs in: a live run with signals handled and progress shown."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..model import Case, RetryPolicy
+from ..providers.base import Provider
+from ..providers.openai_chat import OPENAI_CHAT
+from .http import ClientSettings
+from .interrupts import Interrupts
+from .pool import LiveOutcome, run_live
+from .progress import Progress
+
+
+def fetch_envelopes(
+    cases: Sequence[Case],
+    settings: ClientSettings,
+    *,
+    concurrency: int,
+    repeats: int,
+    policy: RetryPolicy,
+    record: Path | None,
+    quiet: bool,
+    provider: Provider = OPENAI_CHAT,
+) -> LiveOutcome:
+    """Every case's envelopes from the endpoint, as the CLI wants them: Ctrl-C ends the run politely, progress goes to stderr."""
+    stop = threading.Event()
+    progress = Progress(len(cases) * repeats, quiet=quiet)
+    with Interrupts(stop):
+        return run_live(cases, settings, provider=provider, concurrency=concurrency, repeats=repeats, policy=policy,
+                        record=record, progress=progress, stop=stop)

@@ -1,0 +1,157 @@
+"""One response read to its end, whole or streamed, never past the case's deadline or the size cap."""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+import urllib3
+
+from ..model import Envelope
+from ..providers.base import Provider, StreamAssembly
+from ..providers.sse import flush_sse, iter_sse_data
+
+# Everything a socket read can throw once requests hands us the raw stream.
+TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+# How an envelope cut off at the size cap starts: retrying it would only fetch it again.
+OVERSIZED = "response larger than the cap"
+_SECRET_HEADERS = frozenset({"set-cookie", "authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"})
+
+
+def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Response headers worth recording: lower-cased, secrets dropped."""
+    return {k.lower(): v for k, v in headers.items() if k.lower() not in _SECRET_HEADERS}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One attempt's clock and caps: when it was sent, its total deadline, the most bytes it may bring."""
+
+    t0: float
+    deadline_s: float
+    max_bytes: int
+
+    def ms(self, t: float) -> float:
+        """Milliseconds from sending to ``t``."""
+        return round((t - self.t0) * 1000.0, 3)
+
+    def over(self, size: int) -> str | None:
+        """Why reading must stop now (the size cap, then the deadline), or None."""
+        if size > self.max_bytes:
+            return f"{OVERSIZED} of {self.max_bytes} bytes: cut off"
+        if time.perf_counter() - self.t0 > self.deadline_s:
+            return f"no complete response within the case deadline of {self.deadline_s:g} s"
+        return None
+
+    def read1(self, resp: requests.Response) -> bytes:
+        """What the body has next, never waiting past the case's total deadline.
+
+        requests' read timeout bounds each wait, not the whole body: a server trickling a
+        chunk just inside it would run far past ``timeout_s``. So each read gets the time left.
+        """
+        sock = _socket(resp)
+        if sock is not None:
+            sock.settimeout(max(self.deadline_s - (time.perf_counter() - self.t0), 0.001))
+        return resp.raw.read1(65536, decode_content=True)
+
+    def cut_off(self, why: str) -> Envelope:
+        """The envelope of a read stopped by ``over``: no response to speak of."""
+        return Envelope(error=why, elapsed_ms=self.ms(time.perf_counter()))
+
+
+def _socket(resp: requests.Response) -> Any:
+    return getattr(getattr(resp.raw, "connection", None), "sock", None)
+
+
+def _decode_body(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return data.decode("utf-8", "replace")
+
+
+def read_whole(resp: requests.Response, limits: Limits) -> Envelope:
+    """A non-streamed body; ``elapsed_ms`` ends at its last byte."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = limits.read1(resp)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        over = limits.over(size)
+        if over:
+            return limits.cut_off(over)
+    t_end = time.perf_counter()  # the body is decoded after the clock stops: no parsing inside the timing
+    return Envelope(http_status=resp.status_code, elapsed_ms=limits.ms(t_end), headers=safe_headers(resp.headers), body=_decode_body(b"".join(chunks)))
+
+
+def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> Envelope:
+    """A streamed body, assembled by the provider; ``ttft_ms`` is the first chunk carrying the answer."""
+    stream = provider.new_stream()
+    buffer = bytearray()
+    size = 0
+    ttft: float | None = None
+    t_last = limits.t0
+    while True:
+        chunk = limits.read1(resp)
+        if not chunk:
+            break
+        size += len(chunk)
+        over = limits.over(size)
+        if over:
+            return limits.cut_off(over)
+        now = time.perf_counter()
+        for data in iter_sse_data(buffer, chunk, provider.sse_fields):
+            if stream.feed(data) and ttft is None:
+                ttft = now
+            t_last = now
+        if stream.done:
+            drain(resp)
+            break
+    for data in flush_sse(buffer):
+        stream.feed(data)
+    return _streamed(resp, limits, stream, ttft, t_last)
+
+
+def _streamed(resp: requests.Response, limits: Limits, stream: StreamAssembly, ttft: float | None, t_last: float) -> Envelope:
+    return Envelope(
+        http_status=resp.status_code,
+        elapsed_ms=limits.ms(t_last),
+        ttft_ms=limits.ms(ttft) if ttft is not None else None,
+        headers=safe_headers(resp.headers),
+        body=stream.body(),
+        stream_complete=stream.complete,
+        notes=(f"{stream.bad_lines} stream line(s) were not JSON and were skipped",) if stream.bad_lines else (),
+    )
+
+
+def drain(resp: requests.Response, limit: int = 65536, wait_s: float = 0.05) -> None:
+    """After the stream's end (timings taken): read the body's rest, briefly, so the connection is reused.
+
+    Without it every streamed call opens a new connection and pays the handshake inside its timing.
+    A server that keeps the stream open after its end only costs ``wait_s``; the connection is then closed.
+    """
+    sock = _socket(resp)
+    if sock is None:
+        return
+    before = sock.gettimeout()
+    try:
+        sock.settimeout(wait_s)
+        drained = 0
+        while drained <= limit:
+            chunk = resp.raw.read1(limit, decode_content=True)
+            if not chunk:
+                return
+            drained += len(chunk)
+    except TRANSPORT_ERRORS:
+        return
+    finally:
+        try:
+            sock.settimeout(before)  # the next request is sent with the usual timeout
+        except OSError:
+            pass

@@ -1,0 +1,105 @@
+"""Every built-in assertion: its schema fragment is in the case schema, and its flat shorthand
+and its `assert:` form grade the same answer the same way."""
+from __future__ import annotations
+
+import pytest
+from conftest import chat_body, grade, make_case, recorded
+
+from envelope_ci.grading.assertions.registry import BUILTIN, lookup, shorthands, type_names
+from envelope_ci.model import Label
+from envelope_ci.sources.cases import build_case, case_schema, validate_raw
+from envelope_ci.sources.parse import RawCase
+
+# type name -> (a value, an answer that meets it, an answer that does not, the label it fails with)
+SAMPLES = {
+    "contains": ("Denver", "Ship to Denver.", "Ship to Boulder.", Label.WRONG),
+    "icontains-all": (["refund", "order"], "Your ORDER refund is on its way.", "Your order ships today.", Label.WRONG),
+    "icontains-any": (["refund", "credit"], "We issued a CREDIT.", "We shipped it.", Label.WRONG),
+    "is-json": ({"type": "object", "required": ["order_id"]}, '{"order_id": "NW-1"}', '{"status": "shipped"}', Label.SCHEMA),
+    "json-subset": ({"intent": "refund"}, '{"intent": "refund", "p": 1}', '{"intent": "status"}', Label.WRONG),
+    "max-chars": (10, "short", "far too long an answer", Label.RIGHT),  # size channel, not a label
+}
+
+
+def test_every_builtin_has_a_sample():
+    assert sorted(SAMPLES) == sorted(kind.name for kind in BUILTIN)
+
+
+@pytest.mark.parametrize("kind", BUILTIN, ids=lambda k: k.name)
+def test_fragment_is_in_the_case_schema(kind):
+    schema = case_schema()
+    items = schema["properties"]["assert"]["items"]
+    assert kind.name in items["properties"]["type"]["enum"]
+    assert {"if": {"properties": {"type": {"const": kind.name}}}, "then": {"properties": {"value": kind.value_schema}, **({} if kind.value_optional else {"required": ["value"]})}} in items["allOf"]
+    if kind.shorthand:
+        assert {k: v for k, v in schema["properties"][kind.shorthand].items() if k != "description"} == dict(kind.value_schema)
+    if kind.check_not is not None:
+        assert "not-" + kind.name in type_names()
+
+
+def _both_forms(name: str, value):
+    """The same expectation written as a flat key and as an `assert:` entry (None when there is no shorthand)."""
+    flat = next((key for key, (kind, negated) in shorthands().items() if (("not-" if negated else "") + kind.name) == name), None)
+    return ({flat: value} if flat else None), {"assert": [{"type": name, "value": value}]}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+@pytest.mark.parametrize("negated", [False, True])
+def test_shorthand_and_list_form_grade_the_same(name, negated):
+    value, good, bad, fail_label = SAMPLES[name]
+    kind, _ = lookup(name)
+    if negated and kind.check_not is None:
+        assert lookup("not-" + name) is None
+        return
+    full = ("not-" if negated else "") + name
+    flat, listed = _both_forms(full, value)
+    for answer in (good, bad):
+        body = recorded(chat_body(answer))
+        by_list = grade(body, make_case(**listed))
+        if flat is not None:
+            by_flat = grade(body, make_case(**flat))
+            assert (by_flat.label, by_flat.reasons) == (by_list.label, by_list.reasons)
+    if not negated:
+        assert grade(recorded(chat_body(good)), make_case(**listed)).label is Label.RIGHT
+        assert grade(recorded(chat_body(bad)), make_case(**listed)).label is fail_label
+
+
+def test_shorthands_keep_their_old_meaning():
+    got = {key: ("not-" if negated else "") + kind.name for key, (kind, negated) in shorthands().items()}
+    assert got == {"expect_fragment": "contains", "must_include": "icontains-all", "must_not_include": "not-icontains-any",
+                   "schema": "is-json", "expect_json": "json-subset", "max_chars": "max-chars"}
+
+
+def test_not_is_json_passes_prose_and_fails_json():
+    case = make_case(**{"assert": [{"type": "not-is-json"}]})
+    assert grade(recorded(chat_body("plain words")), case).label is Label.RIGHT
+    assert grade(recorded(chat_body('{"a": 1}')), case).label is Label.SCHEMA
+
+
+def test_max_chars_in_list_form_is_a_size_budget():
+    case = make_case(**{"assert": [{"type": "max-chars", "value": 30}, {"type": "max-chars", "value": 10}]})
+    assert case.max_chars == 10
+
+
+@pytest.mark.parametrize(("entry", "field", "words"), [
+    ({"type": "contains-whatever", "value": "x"}, "assert.0.type", "is not one of"),
+    ({"type": "contains"}, "assert.0", "'value' is a required property"),
+    ({"type": "icontains-all", "value": "refund"}, "assert.0.value", "is not of type 'array'"),
+    ({"type": "not-max-chars", "value": 3}, "assert.0.type", "is not one of"),
+    ({"type": "is-json", "value": {"type": "objekt"}}, "assert.0.value.type", "invalid JSON Schema"),
+    ({"type": "contains", "value": "x", "weight": 2}, "assert.0.weight", "unknown key"),
+])
+def test_bad_assertions_are_named(entry, field, words):
+    raw = RawCase({"id": "c", "prompt": "p", "assert": [entry]}, "cases.yaml", 3, {"assert": 4})
+    problems = validate_raw(raw)
+    assert problems, entry
+    assert any(p.field == field and words in p.message and p.line == 4 for p in problems), [str(p) for p in problems]
+
+
+def test_a_case_builds_its_expectations_in_order():
+    raw = RawCase({"id": "c", "prompt": "p", "must_not_include": ["sorry"], "expect_fragment": "a",
+                   "assert": [{"type": "not-contains", "value": "b"}]}, "f.yaml", 1, {})
+    assert not validate_raw(raw)
+    assert [e.name for e in build_case(raw).expectations] == ["contains", "not-icontains-any", "not-contains"]
+    not_a_list = validate_raw(RawCase({"id": "c", "prompt": "p", "assert": "x"}, "f.yaml", 1, {}))
+    assert [(p.field, p.message) for p in not_a_list] == [("assert", "'x' is not of type 'array'")]

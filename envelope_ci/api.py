@@ -10,17 +10,17 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .analysis.analyse import Analysis, RunShape, analyse
-from .analysis.promotion import downgraded_pins, new_pins, pins_update_of, write_refusal
+from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
 from .formats.registry import write_reports
 from .grading.grade import grade_all
-from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Fingerprint, Pins
+from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Pins
 from .report.build import base_diff_rows, build_report, scrub
 from .report.model import BaseDiff, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
@@ -60,7 +60,8 @@ def check_config(config: RunConfig) -> None:
     """Every problem with a configuration, raised together before any work (exit 2)."""
     wrong = [f"{flag} must be at least {low}, got {value:g}" for flag, value, low in (
         ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1), ("--max-attempts", config.retry.max_attempts, 1),
-        ("--retry-budget", config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0)) if value < low]
+        ("--retry-budget", config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0),
+        ("--max-rate-limit-wait", config.retry.max_rate_limit_wait_s, 0)) if value < low]
     if not (config.timeout_s > 0 and math.isfinite(config.timeout_s)):
         wrong.append(f"--timeout must be positive, got {config.timeout_s:g}")
     if config.move_baseline and not config.write_pins:
@@ -120,14 +121,25 @@ def _excluded(config: RunConfig) -> set[Path]:
     return excluded
 
 
-def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None) -> tuple[dict[str, list[Envelope]], tuple[str, ...], dict[str, str], int]:
-    """(envelopes per case, notes of an interrupted live run, resolved headers, cases replayed)."""
+@dataclass(frozen=True)
+class _Gathered:
+    """The envelopes to grade, and what getting them said about the run."""
+
+    envelopes: dict[str, list[Envelope]]
+    interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
+    remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
+    headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
+    replayed: int = 0
+
+
+def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None) -> _Gathered:
+    """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures')."""
     if config.base_url:
         headers = settings.resolved_headers(os.environ)
         outcome = (fetch or _fetch_live)(cases, config, headers)
-        return outcome.envelopes, tuple(outcome.notes) if outcome.interrupted else (), headers, 0
+        return _Gathered(outcome.envelopes, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers)
     replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
-    return offline_envelopes(cases, replay), (), {}, len(replay) if replay else 0
+    return _Gathered(offline_envelopes(cases, replay), replayed=len(replay) if replay else 0)
 
 
 def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str]) -> LiveOutcome:
@@ -149,23 +161,25 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
 
 
 def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> RunResult:
-    if config.write_pins:
-        early = write_refusal(config.lane, config.in_ci, Fingerprint(config.lane.value, "", None, 0.0), None, False, [])
-        if early:
-            raise UsageError(early)
     excluded = _excluded(config)
     cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
     pins = read_pins(config.pins_path)
+    if config.write_pins:  # refused before a single call when the reason is known already
+        early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
+        if early:
+            raise UsageError(early)
     digests = fixture_digests(config.fixtures_dir, excluded)
     current_hash = hash_of_digests(digests)
-    envelopes, interrupted, headers, replayed = _envelopes(config, cases, settings, fetch)
-    grades = grade_all(cases, envelopes)
-    del envelopes  # the bodies are the bulk of a big replay's memory; grades keep what is needed
+    gathered = _envelopes(config, cases, settings, fetch)
+    grades = grade_all(cases, gathered.envelopes)
+    # The bodies are the bulk of a big replay's memory; grades keep what is needed.
+    gathered = replace(gathered, envelopes={})
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url))
 
     def judged(against: Pins | None) -> Analysis:
-        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, interrupted)
+        lowered = downgraded_pins(base.pins, against) if base is not None else ()
+        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, gathered.interrupted, lowered)
 
     analysis = judged(pins)
     pins_written: Path | None = None
@@ -177,8 +191,9 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         # baseline said about it (regressions accepted, pins moved) is in pins_update.
         analysis = judged(pins)
     base_diff = _base_diff(analysis, base, pins)
-    report = build_report(analysis, _run_info(config, settings), _notes(pins, config, base_diff, replayed, len(cases)), base_diff, pins_update)
-    secrets = Secrets([config.api_key, *headers.values()])
+    notes = [*_notes(pins, config, base_diff, gathered.replayed, len(cases)), *gathered.remarks]
+    report = build_report(analysis, _run_info(config, settings), notes, base_diff, pins_update)
+    secrets = Secrets([config.api_key, *gathered.headers.values()])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
     written = write_reports(report, config.out_dir, config.formats)
@@ -191,7 +206,7 @@ def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, setting
     refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers)
     if refusal:
         raise UsageError(refusal)
-    written = new_pins(analysis, settings.thresholds, digests)
+    written = new_pins(analysis, settings.thresholds, digests, old)
     config.pins_path.parent.mkdir(parents=True, exist_ok=True)
     config.pins_path.write_text(render_pins(written), "utf-8")
     return pins_update_of(analysis, old, written), written

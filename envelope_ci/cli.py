@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties; answers are never retried (default: %(default)s)")
     live.add_argument("--retry-budget", type=int, default=100, help="retries allowed across the whole run (default: %(default)s)")
     live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")
+    live.add_argument("--max-rate-limit-wait", type=float, default=600.0,
+                      help="total seconds the run may wait on rate limits (429); such waits do not use up attempts (default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
     run.add_argument("--replay", type=Path, help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
                      "cases it lacks fall back to their own recordings, and the report says how many came from each")
@@ -108,7 +110,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         repeats=args.repeats,
         stream=args.stream,
         timeout_s=args.timeout,
-        retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget, max_retry_after_s=args.max_retry_after),
+        retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget, max_retry_after_s=args.max_retry_after,
+                          max_rate_limit_wait_s=args.max_rate_limit_wait),
         record=args.record,
         replay=args.replay,
         config_path=args.config,
@@ -173,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return int(ExitCode.USAGE)
+    except BrokenPipeError:  # `envelope-ci schema | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and the exit-time flush must not fail either
+        return int(ExitCode.PASS)
     except OSError as exc:  # an unwritable --out, a --pins that is a directory, ...
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)

@@ -228,6 +228,8 @@ class Thresholds:
     thin_below: int = 2
     require_strata: bool = False
     min_delivered_share: float = 1.0
+    fingerprint_change: str = "fail"  # fail | warn: a delivered case measured under another fingerprint than its pin's
+    baseline_lowered: str = "warn"  # warn | fail: this PR's pins downgrade or drop a case the base branch had right and stable
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,8 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
     max_retry_after_s: float = 60.0
+    # Waiting on 429s does not use up attempts; this bounds the whole run's waiting on them.
+    max_rate_limit_wait_s: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -260,8 +264,8 @@ class Fingerprint:
         if pinned is None:
             return "the pin has no fingerprint"
         names = ("endpoint class", "model id", "temperature", "grader version")
-        diffs = [f"{n} {mine} (pinned {theirs})" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
-        return "; ".join(diffs) or "same experiment"
+        diffs = [f"{n} {theirs} → {mine}" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
+        return ", ".join(diffs) or "same experiment"
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -27,7 +27,7 @@ module in ``tests/``; elsewhere put ``tests/`` on ``sys.path`` first.
 
 Public API (stable)
 -------------------
-``FakeOpenAI(default: Behaviour | list[Behaviour] | None = None, *, port: int = 0)``
+``FakeOpenAI(default: Behaviour | list[Behaviour] | None = None, *, port: int = 0, chaos: Chaos | None = None)``
     Threaded HTTP/1.1 server on 127.0.0.1 (port 0 = ephemeral). Keep-alive,
     ``TCP_NODELAY`` on accepted sockets; every non-streaming response (status
     line + headers + body) goes out in ONE ``sendall``. No log output.
@@ -144,8 +144,10 @@ supports both).
     ``data:`` line, then [DONE]). Other kinds answer as for non-streaming.
     Streams use ``Transfer-Encoding: chunked`` (keep-alive); one SSE event per
     HTTP chunk.
-    ``stream_cut(content="The answer is")``  role + deltas, then the HTTP body
-        ends cleanly (terminal chunk) with no finish chunk and no [DONE].
+    ``stream_cut(content="The answer is", done=False)``  role + deltas, then the
+        HTTP body ends cleanly (terminal chunk) with no finish chunk and no [DONE].
+        ``done=True``: a bare ``data: [DONE]`` before the end, still no finish
+        chunk (what llama-cpp-python's server sends a stream it interrupts).
     ``stream_error(content="Partial", message=...)``  role + deltas, then vLLM's
         ``data: {"error":{"message":...,"type":"InternalServerError","param":null,
         "code":500}}`` and ``data: [DONE]`` (status already 200).
@@ -154,6 +156,22 @@ supports both).
         non-streaming request: an Azure-shaped ok body (filter results).
     ``stream_cut`` and ``stream_error`` answer with SSE even to a non-streaming
     request (a server that ignores ``stream``).
+
+Chaos (a third-party endpoint on a bad day): ``FakeOpenAI(chaos=Chaos(...))`` or
+    ``srv.chaos = Chaos(...)``. Before any planted behaviour, each chat request meets
+    a token bucket of ``rpm`` requests per "minute" (``burst`` tokens, default
+    ``rpm``; a "minute" lasts ``minute_s`` real seconds, so tests scale it down):
+    beyond it a 429 with ``retry-after-ms``, ``Retry-After`` (whole seconds,
+    rounded up) and ``x-ratelimit-*`` headers saying when the next token comes.
+    A request the bucket lets through is then, by a draw seeded with ``seed``, the
+    request's key and its number among that key's requests let through (so each
+    case's sequence is the same whatever the threads' order), a 429 carrying only
+    ``x-ratelimit-reset-requests`` (a Go duration, e.g. ``25ms``) with
+    probability ``share_429``, or a llama.cpp 503 with probability ``share_503``.
+    The random 429 also says the token limit (``x-ratelimit-reset-tokens: 6m0s``)
+    is far from spent, so a client must pick the limit that is. Neither advances
+    the key's planted list. ``srv.chaos.counts`` ->
+    ``{"bucket_429": n, "random_429": n, "random_503": n}``.
 
 Other endpoints: ``GET /v1/models`` (one model), ``GET /health``
 (``{"status":"ok"}``); any other path is a 404 OpenAI-style error. A chat
@@ -199,6 +217,7 @@ from typing import Any
 
 __all__ = [
     "Behaviour",
+    "Chaos",
     "FakeOpenAI",
     "Headers",
     "RecordedRequest",
@@ -348,6 +367,7 @@ class Behaviour:
     n_bytes: int | None = None
     partial: bool = True
     error_message: str | None = None
+    done: bool = False
 
     # ---- successes
     @classmethod
@@ -474,8 +494,8 @@ class Behaviour:
 
     # ---- special streams
     @classmethod
-    def stream_cut(cls, content: str = "The answer is", **opts: Any) -> Behaviour:
-        return cls(kind="stream_cut", content=content, finish_reason=None, **opts)
+    def stream_cut(cls, content: str = "The answer is", done: bool = False, **opts: Any) -> Behaviour:
+        return cls(kind="stream_cut", content=content, finish_reason=None, done=done, **opts)
 
     @classmethod
     def stream_error(cls, content: str = "Partial",
@@ -485,6 +505,84 @@ class Behaviour:
     @classmethod
     def stream_azure_prefilter(cls, content: str = "Hello! How can I help you today?", **opts: Any) -> Behaviour:
         return cls(kind="stream_azure_prefilter", content=content, **opts)
+
+
+# --------------------------------------------------------------------------- Chaos
+RPM_LIMIT_BODY = {
+    "error": {
+        "message": "Rate limit reached for requests per min (RPM). Please try again later.",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+
+
+@dataclass
+class Chaos:
+    """A third-party endpoint on a bad day: a requests-per-minute token bucket, then seeded random 429s and 503s."""
+
+    rpm: int = 120
+    burst: int | None = None
+    minute_s: float = 60.0
+    share_429: float = 0.1
+    share_503: float = 0.1
+    seed: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: {"bucket_429": 0, "random_429": 0, "random_503": 0})
+    _tokens: float | None = None
+    _last: float = 0.0
+    _let_through: dict[Any, int] = field(default_factory=dict)
+
+    @property
+    def interval_s(self) -> float:
+        """Real seconds between two new tokens."""
+        return self.minute_s / self.rpm
+
+    def behaviour(self, key: str | None) -> Behaviour | None:
+        """The chaos answer to one request, or None to serve the planted one. Call under the fake's lock."""
+        wait = self._take(time.monotonic())
+        if wait > 0:
+            return self._count("bucket_429", self._bucket_full(wait))
+        n = self._let_through[key] = self._let_through.get(key, 0) + 1
+        draw = random.Random(f"{self.seed}:{key}:{n}").random()
+        if draw < self.share_429:
+            return self._count("random_429", Behaviour.status(429, RPM_LIMIT_BODY, {
+                "x-ratelimit-limit-requests": str(self.rpm), "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-requests": _go_duration(self.interval_s),
+                "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"}))
+        if draw < self.share_429 + self.share_503:
+            return self._count("random_503", Behaviour.server_error(503))
+        return None
+
+    def _take(self, now: float) -> float:
+        """Take a token: 0.0, or the seconds until the next one."""
+        size = self.burst or self.rpm
+        if self._tokens is None:
+            self._tokens, self._last = float(size), now
+        self._tokens = min(float(size), self._tokens + (now - self._last) / self.interval_s)
+        self._last = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return 0.0
+        return (1 - self._tokens) * self.interval_s
+
+    def _bucket_full(self, wait: float) -> Behaviour:
+        return Behaviour.status(429, RPM_LIMIT_BODY, {
+            "retry-after-ms": str(math.ceil(wait * 1000)), "Retry-After": str(math.ceil(wait)),
+            "x-ratelimit-limit-requests": str(self.rpm), "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": _go_duration(wait)})
+
+    def _count(self, what: str, b: Behaviour) -> Behaviour:
+        self.counts[what] += 1
+        return b
+
+
+def _go_duration(seconds: float) -> str:
+    """Seconds as OpenAI writes them in x-ratelimit-reset-*: "25ms", "1s", "6m0s"."""
+    if seconds < 1:
+        return f"{math.ceil(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m{rest:g}s" if minutes else f"{rest:g}s"
 
 
 def _http_date_value(v: Any) -> Any:
@@ -1035,6 +1133,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _special_events(self, b: Behaviour, req: _Req) -> Iterator[tuple[bytes, bool]]:
         if b.kind == "stream_cut":
             yield from self._ok_events(b, req, finish=False)
+            if b.done:
+                yield b"data: [DONE]\n\n", False
         elif b.kind == "stream_error":
             yield from self._ok_events(b, req, finish=False)
             err = {"error": {"message": b.error_message, "type": "InternalServerError", "param": None, "code": 500}}
@@ -1126,8 +1226,10 @@ def _status_payload(body: Any) -> tuple[bytes, str]:
 class FakeOpenAI:
     """The fake server. See the module docstring for the full API."""
 
-    def __init__(self, default: Behaviour | list[Behaviour] | None = None, *, port: int = 0) -> None:
+    def __init__(self, default: Behaviour | list[Behaviour] | None = None, *, port: int = 0,
+                 chaos: Chaos | None = None) -> None:
         self.default: Behaviour | list[Behaviour] = default if default is not None else Behaviour.ok()
+        self.chaos = chaos
         self._requested_port = port
         self._lock = threading.Lock()
         self._plants: dict[str, list[Behaviour]] = {}
@@ -1259,14 +1361,9 @@ class FakeOpenAI:
                   client: Any = None) -> tuple[Behaviour, RecordedRequest]:
         with self._lock:
             key, planted = self._find_key(body)
-            if planted:
-                seq, ck = self._plants[key], ("plant", key)  # type: ignore[index]
-            else:
-                d = self.default
-                seq, ck = (list(d) if isinstance(d, (list, tuple)) else [d]), ("default", key)
-            i = self._cursor.get(ck, 0)
-            self._cursor[ck] = i + 1
-            beh = seq[min(i, len(seq) - 1)]
+            beh = self.chaos.behaviour(key) if self.chaos is not None else None
+            if beh is None:
+                beh = self._planted(key, planted)
             n = self._counts.get(key, 0) + 1
             self._counts[key] = n
             rec = RecordedRequest(t=t, method="POST", path=path, headers=_headers(headers), body=body, raw=raw,
@@ -1274,6 +1371,17 @@ class FakeOpenAI:
                                   client=tuple(client) if client else None)
             self._records.append(rec)
         return beh, rec
+
+    def _planted(self, key: str | None, planted: bool) -> Behaviour:
+        """The next behaviour planted for the key (or the default's); the cursor moves on."""
+        if planted:
+            seq, ck = self._plants[key], ("plant", key)  # type: ignore[index]
+        else:
+            d = self.default
+            seq, ck = (list(d) if isinstance(d, (list, tuple)) else [d]), ("default", key)
+        i = self._cursor.get(ck, 0)
+        self._cursor[ck] = i + 1
+        return seq[min(i, len(seq) - 1)]
 
     def _record_plain(self, t: float, method: str, path: str, headers: Any, raw: bytes, body: Any = None,
                       client: Any = None) -> None:

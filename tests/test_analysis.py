@@ -41,7 +41,7 @@ T = Thresholds()
 
 def report_strata(results, thresholds):
     """strata_report with its rows as report.json has them."""
-    rows, alerts = strata_report(results, thresholds)
+    rows, alerts, _ = strata_report(results, thresholds)
     return {name: to_json(row) for name, row in rows.items()}, alerts
 
 

@@ -17,9 +17,10 @@ from conftest import (
 )
 
 from envelope_ci.grading.assertions.json_subset import subset_mismatch
-from envelope_ci.grading.envelope import TRANSIENT_STATUSES, cut_mid_value
+from envelope_ci.grading.envelope import TRANSIENT_STATUSES, cut_mid_value, stream_was_cut, transport_label
 from envelope_ci.model import Envelope, Label
 from envelope_ci.providers.openai_chat import error_message
+from envelope_ci.transport.retry import retry_verdict
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -212,11 +213,79 @@ def test_cut_mid_value_ignores_prose_and_complete_json():
         assert cut_mid_value(text) is False, text
 
 
-def test_stream_that_ends_before_finish_reason_is_truncated():
-    body = chat_body("The answer is", finish_reason=None)
-    g = grade(Envelope(http_status=200, elapsed_ms=50.0, body=body, stream_complete=False), **TEXT_CASE)
+# -- rule 8: a stream the server cut is a drop ---------------------------------------------------
+
+@pytest.mark.parametrize("content", ["The answer is", '{"answer": 4', "", None], ids=["prose", "json-mid-value", "empty", "null"])
+def test_rule_8_a_stream_the_server_cut_is_a_drop(content):
+    """No finish_reason (the connection closed, or llama-cpp-python's bare [DONE]): the server cut it, retry it."""
+    body = chat_body(content, finish_reason=None)
+    env = Envelope(http_status=200, elapsed_ms=50.0, body=body, stream_complete=False)
+    g = grade(env, **TEXT_CASE)
+    assert g.label is Label.DROP
+    assert "stream cut" in reasons_text(g) and "truncated" not in reasons_text(g)
+    assert transport_label(env) is Label.DROP and stream_was_cut(env)
+    assert retry_verdict(env, transport_label(env)) == (True, "")
+
+
+@pytest.mark.parametrize("content,finish,fields", [
+    ("The answer is", "length", TEXT_CASE),  # the model hit max_tokens: the stream completed
+    ('{"answer": 4', "stop", JSON_CASE),  # JSON cut mid-value, though the stream completed
+], ids=["finish-length", "json-cut-after-stop"])
+def test_rule_8_a_stream_that_completed_stays_truncated(content, finish, fields):
+    env = Envelope(http_status=200, elapsed_ms=50.0, body=chat_body(content, finish_reason=finish), stream_complete=True)
+    assert grade(env, **fields).label is Label.TRUNCATED
+    assert not stream_was_cut(env)
+
+
+def test_rule_8_a_stream_cut_carrying_an_error_is_the_error():
+    env = Envelope(http_status=200, elapsed_ms=5.0, body={"error": {"message": "generation failed", "code": 500}}, stream_complete=False)
+    g = grade(env, **TEXT_CASE)
+    assert g.label is Label.DROP and "generation failed" in reasons_text(g)
+    assert not stream_was_cut(env)  # the server said what went wrong: not a silent cut
+
+
+# -- rule 10: JSON cut at the very end is truncated ------------------------------------------------
+
+@pytest.mark.parametrize("content", [
+    '{"answer": "caf\\u00',  # an escape cut mid-sequence ("Invalid \uXXXX escape")
+    '{"answer": "caf\\u',
+    '{"answer": "caf\\u00e9',  # the escape whole, the string not
+    '{"answer": "x\\ud83d',  # the high half of a surrogate pair, the low half cut
+    '{"answer": "x\\ud83d\\ude',
+    '{"answer": "caf\\',  # a backslash, then nothing
+    '{"note\\u00',  # inside a key
+    '{"answer": "fort',  # an unterminated string
+    '{"ok": fals',  # a cut literal
+    '{"answer": 1e+',  # a cut exponent
+], ids=["u00", "u", "u00e9", "surrogate-high", "surrogate-low-cut", "backslash", "key", "string", "literal", "exponent"])
+def test_rule_10_json_cut_at_the_very_end_is_truncated(content):
+    assert cut_mid_value(content) is True
+    g = grade(recorded(chat_body(content, finish_reason="stop")), **JSON_CASE)
     assert g.label is Label.TRUNCATED
-    assert "stream ended" in reasons_text(g)
+    assert "JSON stops mid-value" in reasons_text(g)
+
+
+def test_rule_10_every_prefix_of_valid_json_is_cut():
+    """Whatever the parser's complaint, a text that valid JSON continues is cut, never malformed."""
+    documents = ['{"a": "caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\", "b": [1, -2.5e+10, 0.5E-3, true, false, null], "c": {}}',
+                 '[{"k": -0}, [], "s\\/t", 12345]']
+    for doc in documents:
+        json.loads(doc)
+        cut = [doc[:i] for i in range(1, len(doc)) if not cut_mid_value(doc[:i])]
+        assert cut == [], cut
+
+
+@pytest.mark.parametrize("content", [
+    '{"answer": "b\\q',  # an invalid escape: no continuation makes it JSON
+    '{"answer": "caf\\uZZ',  # not hex
+    '{"answer": "x\\u00"}',  # a short escape, then more text
+    '{"answer": nulll',
+    '{"answer": 01',
+    '{"answer": tru}',
+], ids=["bad-escape", "not-hex", "short-escape-then-more", "literal-too-long", "leading-zero", "literal-then-brace"])
+def test_rule_10_malformed_json_ending_the_text_is_not_cut(content):
+    assert cut_mid_value(content) is False
+    assert grade(recorded(chat_body(content)), **JSON_CASE).label is Label.SCHEMA
 
 
 def test_truncated_tool_call_arguments():
@@ -226,6 +295,9 @@ def test_truncated_tool_call_arguments():
 
 
 # -- tool calls: the model speaking ----------------------------------------------------------
+
+WEATHER_TOOL = {"type": "function", "function": {"name": "GetWeatherArgs", "parameters": {"type": "object"}}}
+
 
 def _tool_body(arguments: str = '{"city":"Edinburgh","country":"UK","units":"c"}', content=None, finish="tool_calls"):
     return chat_body(content, finish_reason=finish, tool_calls=[tool_call(arguments=arguments)], usage=(60, 18))
@@ -238,32 +310,42 @@ def _tool_body(arguments: str = '{"city":"Edinburgh","country":"UK","units":"c"}
 )
 def test_tool_call_is_graded_never_empty(content, finish):
     body = _tool_body(content=content, finish=finish)
-    right = grade(recorded(body), must_include=["edinburgh", "GetWeatherArgs"])
-    assert right.label is Label.RIGHT, right.reasons
-    assert "GetWeatherArgs(" in right.text
-    assert right.chars == len(right.text) and right.tokens == 18
-    wrong = grade(recorded(body), must_include=["Paris"])
-    assert wrong.label is Label.WRONG
-    assert "missing 'Paris'" in reasons_text(wrong)
+    with_tools = grade(recorded(body), tools=[WEATHER_TOOL], schema=WEATHER_SCHEMA)
+    assert with_tools.label is Label.RIGHT, with_tools.reasons
+    assert "GetWeatherArgs(" in with_tools.text
+    assert with_tools.chars == len(with_tools.text) and with_tools.tokens == 18
+
+
+def test_rule_6_a_tool_call_is_not_an_answer_to_a_prose_case():
+    body = _tool_body()
+    prose = grade(recorded(body), must_include=["edinburgh"])
+    assert prose.label is Label.WRONG
+    assert prose.reasons == ("replied with a tool call GetWeatherArgs instead of an answer",)
+    # Text assertions read the message text only, never a tool call's name or arguments.
+    spoken = grade(recorded(_tool_body(content="It is sunny.")), tools=[WEATHER_TOOL], must_not_include=["Edinburgh", "GetWeatherArgs"])
+    assert spoken.label is Label.RIGHT, spoken.reasons
+    named = grade(recorded(_tool_body()), tools=[WEATHER_TOOL], must_include=["GetWeatherArgs"])
+    assert named.label is Label.WRONG and "missing 'GetWeatherArgs'" in reasons_text(named)
 
 
 def test_tool_call_graded_on_its_arguments_against_a_schema():
-    ok = grade(recorded(_tool_body()), schema=WEATHER_SCHEMA, expect_json={"city": "Edinburgh"})
+    tools = [WEATHER_TOOL]
+    ok = grade(recorded(_tool_body()), tools=tools, schema=WEATHER_SCHEMA, expect_json={"city": "Edinburgh"})
     assert ok.label is Label.RIGHT, ok.reasons
-    wrong = grade(recorded(_tool_body()), schema=WEATHER_SCHEMA, expect_json={"city": "London"})
+    wrong = grade(recorded(_tool_body()), tools=tools, schema=WEATHER_SCHEMA, expect_json={"city": "London"})
     assert wrong.label is Label.WRONG
     assert 'expect_json: $.city: expected "London", got "Edinburgh"' in wrong.reasons
-    bad = grade(recorded(_tool_body('{"city":"Edinburgh","units":"kelvin"}')), schema=WEATHER_SCHEMA)
+    bad = grade(recorded(_tool_body('{"city":"Edinburgh","units":"kelvin"}')), tools=tools, schema=WEATHER_SCHEMA)
     assert bad.label is Label.SCHEMA
     assert "'country' is a required property" in reasons_text(bad)
     assert "units: 'kelvin' is not one of" in reasons_text(bad)
-    prose = grade(recorded(_tool_body("city=Edinburgh")), schema=WEATHER_SCHEMA)
+    prose = grade(recorded(_tool_body("city=Edinburgh")), tools=tools, schema=WEATHER_SCHEMA)
     assert prose.label is Label.SCHEMA
 
 
 def test_legacy_function_call_is_graded():
     body = chat_body(None, finish_reason="function_call", message_extra={"function_call": {"name": "lookup", "arguments": '{"order": "NW-1"}'}})
-    g = grade(recorded(body), expect_json={"order": "NW-1"})
+    g = grade(recorded(body), tools=[{"type": "function", "function": {"name": "lookup"}}], expect_json={"order": "NW-1"})
     assert g.label is Label.RIGHT
 
 

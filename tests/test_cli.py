@@ -180,7 +180,10 @@ def test_replay_of_another_model_counts_mismatches_and_says_why(gate, tmp_path):
     assert row["channel"] == "stable", "a mismatched case's size and time are not judged against its pin"
     assert any("size/time not compared with the pin" in r and OTHER_MODEL in r for r in row["reasons"])
     assert report["fingerprint"]["model_id"] == ",".join(sorted([MODEL, OTHER_MODEL]))
-    assert result.code == 0, result.out
+    # A fingerprint change is never a silent green: size and time went unjudged.
+    assert result.code == 1 and report["alerts"] == ["fingerprint_changed"], result.out
+    message = report["alert_details"][0]["message"]
+    assert f"model id {MODEL} → {OTHER_MODEL}" in message and "s-right" in message
     md = (tmp_path / "out" / "report.md").read_text("utf-8")
     assert "fingerprint mismatches 1 (size and time not judged)" in md
     assert "mismatched=1" in result.out
@@ -196,7 +199,7 @@ def test_lane_and_endpoint_class_are_in_the_fingerprint(gate, tmp_path):
     result, report = run_report(gate, tmp_path / "out", "--lane", "adjudication", "--endpoint-class", "vllm-a100")
     assert report["fingerprint"] == {"lane": "adjudication", "endpoint_class": "vllm-a100", "model_id": MODEL, "temperature": 0.0, "grader_version": "1"}
     assert report["lanes"]["fingerprint_mismatches"] == 3 and report["lanes"]["matched_fingerprints"] == 0
-    assert result.code == 0
+    assert result.code == 1 and "endpoint class unspecified → vllm-a100" in report["alert_details"][0]["message"]
     smoke, report = run_report(gate, tmp_path / "out2", "--lane", "smoke")
     assert report["lanes"]["matched_fingerprints"] == 3 and report["run"]["lane"] == "smoke"
 
@@ -223,7 +226,9 @@ def test_repeats_give_median_p95_and_the_worst_label(gate, tmp_path):
     assert worst["preview"] == WRONG_JSON
     steady = case_row(report, "s-right")
     assert (steady["ms"], steady["ms_p95"], steady["label"], steady["channel"]) == (395.0, 420.0, "right", "stable")
-    assert result.code == 0
+    # The dropped fifth repeat is lost evidence: inconclusive, and the reasons name the repeat.
+    assert result.code == 3 and report["blockers"] == ["s-wrong-1: repeat 5 of 5 got no gradeable answer"]
+    assert any(r.startswith("repeat 5 of 5 got no gradeable answer: no response") for r in worst["reasons"])
 
 
 def test_replay_problems(gate, tmp_path):

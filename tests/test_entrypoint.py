@@ -35,6 +35,7 @@ from github_stub import (
     WRITE_TOKEN,
     GitHubStub,
 )
+from markdown_checks import fences_are_ours, gfm
 
 from envelope_ci.github.commands import SUMMARY_LIMIT
 from envelope_ci.github.comment import COMMENT_LIMIT, marker_for
@@ -51,7 +52,7 @@ MARKER = marker_for("evals")
 ZWJ = "\u200d"
 OUTPUTS = (
     "verdict", "exit-code", "stable", "regressions", "yield", "accuracy-on-yield",
-    "alerts", "report-json", "report-markdown", "comment-url",
+    "alerts", "baseline-lowered", "report-json", "report-markdown", "comment-url",
 )
 # Fixed identities and dates make the commit ids, and so the comment, reproducible.
 GIT_ENV = {
@@ -315,14 +316,14 @@ def test_first_push_creates_one_comment(tmp_path: Path, stub: GitHubStub) -> Non
     body = comment["body"]
     assert body.split("\n", 1)[0] == MARKER
     assert "## ✅ envelope-ci: pass — evals" in body
-    assert "### Pins: base branch → this PR → this run" in body
+    assert "<details><summary>Pins: base branch → this PR → this run: 0 of 12 changed</summary>" in body
     assert f"commit `{repo.head[:12]}`" in body
     assert "https://github.com/octo-org/widgets/actions/runs/4242" in body
     assert run.outputs["comment-url"] == comment["html_url"]
     assert writes(stub) == [("POST", f"/repos/{REPO}/issues/{PR}/comments")]
     # Same Markdown in the job summary (the full table, not fitted to the comment limit).
     assert "## ✅ envelope-ci: pass — evals" in run.summary
-    assert "### All cases (12)" in run.summary
+    assert "### All cases (12)" in run.summary and "<details" not in run.summary
     assert (run.out_dir / "comment.md").read_text("utf-8") + "" in body
 
 
@@ -419,7 +420,7 @@ def test_no_pull_request_means_summary_only(tmp_path: Path, stub: GitHubStub, ev
     run = run_action(repo, stub, event=event, event_name=event_name)
     assert run.code == 0
     assert stub.requests == []
-    assert "envelope-ci: pass" in run.summary and "### Pins" not in run.summary
+    assert "envelope-ci: pass" in run.summary and "Pins: base branch" not in run.summary
     assert f"no pull request in this {event_name} event" in run.stdout
     assert not run.warnings
 
@@ -442,9 +443,11 @@ def test_five_thousand_cases_fit_the_comment_limit(tmp_path: Path, stub: GitHubS
     [comment] = stub.comments(PR)
     body = comment["body"]
     assert len(body) < COMMENT_LIMIT
-    # The not-stable table is capped in a comment, so the summary tables still fit.
-    assert "more not-stable cases: see the job summary" in body
-    assert "### Strata" in body and "### Labels" in body
+    # The tables of cases are cut in a comment, so the channel x stratum table and the folded sections still fit.
+    failing = sum(1 for i in range(5000) if i % 2 and i % 3 != 2)  # wrong answers in easy and medium: under their floors
+    assert f"### Other cases failing the gate ({failing})" in body and f"… and {failing - 10} more: every case is in the job summary" in body
+    assert "more not-stable cases" in body
+    assert "### Channels by stratum" in body and "<details><summary>Labels and yield" in body
     assert "https://github.com/octo-org/widgets/actions/runs/4242" in body  # footer kept
     assert "@octocat" not in body
     # The summary keeps more, within its 1 MiB.
@@ -453,7 +456,7 @@ def test_five_thousand_cases_fit_the_comment_limit(tmp_path: Path, stub: GitHubS
     # At most 10 annotations, then how many more.
     assert len(run.errors) == 10
     more = re.search(r"envelope-ci: (\d+) more case\(s\) not annotated", run.stdout)
-    assert more is not None and int(more.group(1)) == sum(1 for i in range(5000) if i % 2 and i % 3 != 2) - 10
+    assert more is not None and int(more.group(1)) == failing - 10
 
 
 NASTY = "@octocat look | here | ```\n```\n</details><!-- envelope-ci:evals --> [ok](https://evil.example) #1 \u202eevil"
@@ -482,26 +485,28 @@ def test_model_text_renders_harmlessly(tmp_path: Path, stub: GitHubStub) -> None
     # Each answer stays inside its row: pipes escaped, no line of it can open or close a fence.
     assert len([r for r in rows if "octocat" in r]) == 2
     assert all(r"\|" in line and r"\`\`\`" in line for line in rows if "octocat" in line)
-    assert not any(line.lstrip().startswith(("```", "~~~")) for line in body.splitlines())
+    fences_are_ours(body)
 
 
 def test_model_text_renders_harmlessly_in_gfm(tmp_path: Path, stub: GitHubStub) -> None:
-    cmarkgfm = pytest.importorskip("cmarkgfm")
-    from cmarkgfm.cmark import Options  # type: ignore[import-untyped]
-
     body = _nasty_comment(tmp_path, stub)
-    # UNSAFE keeps raw HTML, so anything that got through would show; GitHub sanitises after.
-    rendered = str(cmarkgfm.github_flavored_markdown_to_html(body, options=Options.CMARK_OPT_UNSAFE))
-    assert "<pre" not in rendered  # no code block opened by an answer
-    assert "<details" not in rendered
+    # Raw HTML is kept, so anything that got through would show; GitHub sanitises after.
+    rendered = gfm(body)
+    # No code block opened by an answer: only the next steps' commands and the time chart are fenced.
+    assert all(pre in ('<pre lang="sh">', '<pre lang="mermaid">') for pre in re.findall(r"<pre[^>]*>", rendered))
+    # Only our own folded sections: no <details> opened or closed by an answer.
+    assert rendered.count("<details>") == rendered.count("<details><summary>") == rendered.count("</details>")
+    assert rendered.count("<details") == rendered.count("<details>")
     # The only link is the footer's, to the run; the answer's "[ok](https://evil.example)" is text.
     assert re.findall(r'href="([^"]*)"', rendered) == ["https://github.com/octo-org/widgets/actions/runs/4242"]
-    table = re.search(r"<h3>Not stable \(\d+\)</h3>\s*<table>(.*?)</table>", rendered, re.DOTALL)
-    assert table is not None
-    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.DOTALL)[1:]
-    assert len(rows) == 4  # two regressions, two known failures: no row split or swallowed
-    for row in rows:
-        assert len(re.findall(r"<td", row)) == 7, row
+    # No row split or swallowed: two regressions, then two known failures in their own table.
+    for title, count, cells in (("<h3>Regressions (2)</h3>", 2, 6), ("<summary>Known failures and tolerated misses (2)</summary>", 2, 7)):
+        table = re.search(re.escape(title) + r"\s*(?:<p>[^<]*</p>\s*)?<table>(.*?)</table>", rendered, re.DOTALL)
+        assert table is not None, title
+        rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.DOTALL)[1:]
+        assert len(rows) == count, title
+        for row in rows:
+            assert len(re.findall(r"<td", row)) == cells, row
     assert "@octocat" not in html.unescape(rendered)
     assert rendered.count("<!--") == 1  # the forged marker is visible text, not a comment
 
@@ -555,7 +560,7 @@ def test_live_run_with_underscore_inputs_keeps_the_key_secret(tmp_path: Path, st
 
 
 # The comment's pin-diff row for the case whose pin the base branch had different (70 chars).
-BASE_ROW = re.compile(r"^\| \*\*greeting-no-apology-loop\*\* +\| +\| right 70c 20t –ms +\| right 79c", re.MULTILINE)
+BASE_ROW = re.compile(r"^\| \*\*greeting-no-apology-loop\*\* +\| +\| right · 70 chars · 20 tok +\| right · 79 chars", re.MULTILINE)
 
 
 def _base_pin_differs(wd: Path) -> None:
@@ -788,6 +793,7 @@ def test_outputs_are_all_written(tmp_path: Path, stub: GitHubStub) -> None:
     assert float(run.outputs["yield"]) == report["summary"]["yield"] == 1.0
     assert float(run.outputs["accuracy-on-yield"]) == pytest.approx(report["summary"]["accuracy_on_yield"], abs=1e-6)
     assert run.outputs["alerts"] == ",".join(report["alerts"]) == "easy_regression"
+    assert run.outputs["baseline-lowered"] == "false" and report["base"]["downgraded"] == []
     assert run.outputs["report-json"] == ".envelope-ci/evals/report.json"
     assert run.outputs["report-markdown"] == ".envelope-ci/evals/report.md"
     for name in ("report-json", "report-markdown"):
@@ -880,20 +886,79 @@ def test_defaults_match_action_yml() -> None:
     assert set(OUTPUT_NAMES) == set(action["outputs"]) == set(OUTPUTS)
 
 
+def _head_pins_lower_the_baseline(wd: Path) -> None:
+    """The PR pins intent-refund (right and stable on the base branch) as wrong."""
+    set_pin(wd, "intent-refund", label="wrong", channel="correctness")
+
+
+def test_rule_14_baseline_lowered_is_an_output_and_tops_the_comment(tmp_path: Path, stub: GitHubStub) -> None:
+    repo = make_pr_repo(tmp_path, head=_head_pins_lower_the_baseline)
+    run = run_action(repo, stub)
+    assert run.report()["base"]["downgraded"] == ["intent-refund"]
+    assert run.outputs["baseline-lowered"] == "true"
+    # A warning, not a failure: rewriting pins is the reviewed way to move a baseline.
+    assert run.outputs["verdict"] != "fail" and "baseline_lowered" not in run.outputs["alerts"]
+    lines = stub.comments(PR)[0]["body"].splitlines()
+    assert lines[1].startswith("## ") and lines[3].startswith("> **⚠️ Baseline lowered. This PR downgrades 1 pin that the base branch")
+    assert "intent-refund (right → wrong)" in lines[3] and "evals/envelope-pins.json" in lines[3]
+    assert run.summary.splitlines()[2].startswith("> **⚠️ Baseline lowered.")
+    assert any("baseline lowered" in w and "intent-refund" in w for w in run.warnings)
+
+
+def test_rule_1_temperature_input_reaches_the_run(tmp_path: Path, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    repo = make_pr_repo(tmp_path)
+    _, handed = run_in_process(repo, stub, monkeypatch, capsys, inputs={"temperature": "0.7"})
+    assert handed.config.temperature == 0.7
+    _, default = run_in_process(repo, stub, monkeypatch, capsys)
+    assert default.config.temperature == 0.0
+
+
+@pytest.mark.parametrize("value", ["2.5", "-1", "nan", "inf", "1e0", "1_0", "0.7.1", "warm", "0x1"])
+def test_rule_1_temperature_input_is_a_number_from_0_to_2(value: str) -> None:
+    from envelope_ci.action.inputs import InputError, read_inputs
+
+    with pytest.raises(InputError, match=rf"input 'temperature' must be a number from 0 to 2, got {re.escape(repr(value))}"):
+        read_inputs({"INPUT_TEMPERATURE": value})
+    for fine in ("0", "2", "0.7", "1.0", ".5"):
+        assert read_inputs({"INPUT_TEMPERATURE": fine}).temperature == float(fine)
+
+
+def test_docs_list_every_input_and_output() -> None:
+    action = yaml.safe_load((ROOT / "action.yml").read_text("utf-8"))
+    docs = (ROOT / "docs" / "action.md").read_text("utf-8")
+    inputs = docs[docs.index("## Inputs"):docs.index("## Outputs")]
+    outputs = docs[docs.index("## Outputs"):docs.index("## Reviewing a lowered baseline")]
+    assert re.findall(r"^\| `([a-z-]+)` \|", inputs, re.M) == list(action["inputs"])
+    assert re.findall(r"^\| `([a-z-]+)` \|", outputs, re.M) == list(action["outputs"])
+
+
 # -- docs/comment-example.md -------------------------------------------------------------------
 
 EXAMPLE_HEADER = (
     "<!-- docs/comment-example.md: the PR comment envelope-ci posted for fixtures_example/support-bot with one\n"
-    "     planted regression (tests/test_entrypoint.py::test_comment_example_is_current; regenerate with\n"
-    "     ENVELOPE_CI_REGEN_DOCS=1 python -m pytest tests/test_entrypoint.py -k comment_example). -->\n"
+    "     planted regression and one case made faster (tests/test_entrypoint.py::test_comment_example_is_current;\n"
+    "     regenerate with ENVELOPE_CI_REGEN_DOCS=1 python -m pytest tests/test_entrypoint.py -k comment_example). -->\n"
 )
 
 
+def _example_pr(wd: Path) -> None:
+    """The example's PR: its pins restored, one answer now inventing a tracking number, another answered in half the time."""
+    _restore_pins(wd)
+    write_replay(wd, {"no-invented-tracking": envelope(INVENTED, 388.2),
+                      "intent-refund": envelope('{"intent": "refund", "confidence": 0.97}', 141.0)})
+
+
 def test_comment_example_is_current(tmp_path: Path, stub: GitHubStub) -> None:
-    repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=_restore_pins_and_regress)
+    repo = make_pr_repo(tmp_path, base=_base_pin_differs, head=_example_pr)
     run = run_action(repo, stub, inputs={"replay": "recordings/pr.jsonl"})
-    assert run.code == 1
+    assert run.code == 1 and run.outputs["regressions"] == "1"
     body = stub.comments(PR)[0]["body"]
+    # What the example shows: the regression with its reason, the one table, a chart of the faster case, the rest folded.
+    top = body[:body.index("<details>")]
+    for shown in ("### Regressions (1)", "contains forbidden '1Z'", "### Channels by stratum", "### Time moved (1)",
+                  '"intent-refund · base pin", "intent-refund · this run"'):
+        assert shown in top, shown
     text = EXAMPLE_HEADER + body
     # The README shows the same comment, quoted, as a screenshot of what a PR gets.
     quoted = "\n".join(("> " + line).rstrip() for line in body.rstrip("\n").split("\n"))

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_openai import Behaviour, FakeOpenAI, refused_url, serve_fixed_delay  # noqa: E402
+from fake_openai import Behaviour, Chaos, FakeOpenAI, refused_url, serve_fixed_delay  # noqa: E402
 
 TIMEOUT = 5
 
@@ -479,6 +479,14 @@ def test_stream_cut(srv):
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in cs) == "The answer is"
 
 
+def test_stream_cut_with_a_bare_done(srv):
+    """llama-cpp-python's interrupted stream: [DONE], but no chunk with a finish_reason."""
+    srv.plant("a", Behaviour.stream_cut("The answer is", done=True))
+    cs, done = chunks(chat(srv, "a", stream=True, include_usage=True))
+    assert done
+    assert all(c["choices"][0]["finish_reason"] is None for c in cs)
+
+
 def test_stream_error(srv):
     srv.plant("a", Behaviour.stream_error(message="boom"))
     r = chat(srv, "a", stream=True)
@@ -506,6 +514,50 @@ def test_stream_azure_prefilter(srv):
 
 
 # --------------------------------------------------------------------------- matching, records
+# --------------------------------------------------------------------------- chaos (rule 11)
+def test_chaos_token_bucket_answers_429_with_when_to_come_back():
+    chaos = Chaos(rpm=120, burst=2, minute_s=120.0, share_429=0.0, share_503=0.0)  # a token a second
+    with FakeOpenAI(chaos=chaos) as srv:
+        assert [chat(srv, "k").status_code for _ in range(2)] == [200, 200]
+        limited = chat(srv, "k")
+        assert limited.status_code == 429
+        assert 0 < int(limited.headers["retry-after-ms"]) <= 1000
+        assert limited.headers["Retry-After"] == "1"  # whole seconds, rounded up
+        assert limited.headers["x-ratelimit-remaining-requests"] == "0"
+        assert limited.headers["x-ratelimit-reset-requests"].endswith("ms")
+        time.sleep(int(limited.headers["retry-after-ms"]) / 1000 + 0.01)
+        assert chat(srv, "k").status_code == 200
+        assert chaos.counts["bucket_429"] >= 1 and srv.errors == []
+
+
+def test_chaos_draws_are_per_case_and_seeded():
+    """The same seed gives each key the same statuses, whatever other keys do in between; plants are not advanced."""
+    def statuses(seed, keys):
+        chaos = Chaos(rpm=10**6, share_429=0.3, share_503=0.3, seed=seed)
+        with FakeOpenAI(chaos=chaos) as srv:
+            srv.plant("a", [Behaviour.ok("first"), Behaviour.ok("second")])
+            seen = {k: [] for k in set(keys)}
+            for k in keys:
+                seen[k].append(chat(srv, k).status_code)
+            assert sum(chaos.counts.values()) == sum(code != 200 for codes in seen.values() for code in codes)
+            first_ok = next(r for r in srv.requests("a") if r.behaviour and r.behaviour.kind == "ok")
+            assert first_ok.behaviour.content == "first"  # the chaos answers did not use up the plant
+            return seen
+    alone = statuses(5, ["a"] * 12)
+    mixed = statuses(5, ["b", "a"] * 12)
+    assert mixed["a"] == alone["a"]
+    assert {429, 503, 200} <= set(alone["a"] + mixed["b"])
+    assert statuses(6, ["a"] * 12)["a"] != alone["a"]
+
+
+def test_chaos_random_429_names_only_the_spent_limit():
+    with FakeOpenAI(chaos=Chaos(rpm=10**6, share_429=1.0, share_503=0.0, minute_s=3.0)) as srv:
+        r = chat(srv, "k")
+    assert r.status_code == 429 and "Retry-After" not in r.headers and "retry-after-ms" not in r.headers
+    assert r.headers["x-ratelimit-remaining-requests"] == "0"
+    assert r.headers["x-ratelimit-reset-tokens"] == "6m0s" and r.headers["x-ratelimit-remaining-tokens"] != "0"
+
+
 def test_refused_url():
     url = refused_url()
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", url)

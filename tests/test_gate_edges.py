@@ -22,9 +22,9 @@ from conftest import (
 
 from envelope_ci.analysis.cases import judge_case
 from envelope_ci.analysis.promotion import write_refusal
-from envelope_ci.formats.markdown import pin_command
 from envelope_ci.model import Fingerprint, Label, Lane, Thresholds
 from envelope_ci.report.model import RunInfo
+from envelope_ci.report.next_steps import pin_command
 
 
 @pytest.fixture(autouse=True)

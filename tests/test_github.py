@@ -422,9 +422,10 @@ def _levels() -> tuple[Any, list[Detail]]:
 
 @pytest.mark.parametrize(
     ("limit", "expected"),
-    [(300, [Detail.FULL]), (200, [Detail.FULL, Detail.COLLAPSED]), (130, list(Detail))],
+    [(300, [Detail.COLLAPSED]), (200, [Detail.COLLAPSED]), (130, [Detail.COLLAPSED, Detail.FAILING])],
 )
 def test_fit_comment_picks_the_most_detailed_level_that_fits(limit: int, expected: list[Detail]) -> None:
+    # The comment is the short form: it never renders the full report, however much room there is.
     render, seen = _levels()
     out = fit_comment(render, limit=limit, margin=100)
     assert seen == expected
@@ -444,7 +445,7 @@ def test_fit_comment_hard_trims_closing_fence_and_details() -> None:
 
     out = fit_comment(render, limit=1500, margin=500)
 
-    assert seen == list(Detail)
+    assert seen == [Detail.COLLAPSED, Detail.FAILING]
     assert len(out) <= 1000
     kept, tail = out.split("````\n</details>\n\n> **Trimmed:** ")
     assert text.startswith(kept) and kept.endswith("\n") and kept.startswith(MARKER)

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fake_openai import Behaviour, FakeOpenAI, refused_url  # noqa: E402
+from fake_openai import Behaviour, Chaos, FakeOpenAI, refused_url  # noqa: E402
 
 from envelope_ci.cli import main  # noqa: E402
 from envelope_ci.model import Case, RetryPolicy  # noqa: E402
@@ -118,6 +118,10 @@ def srv():
     assert s.errors == []
 
 
+# A tool the tool-call cases offer: a case without tools that gets only a tool call is wrong (rule 6).
+WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
 # --------------------------------------------------------------------------- one run, many planted failures
 # key -> (behaviour(s), case extras, expected label, expected attempts, substrings of the reasons)
 MATRIX: dict[str, tuple[Any, dict[str, Any], str, int, tuple[str, ...]]] = {
@@ -135,7 +139,7 @@ MATRIX: dict[str, tuple[Any, dict[str, Any], str, int, tuple[str, ...]]] = {
     "m-choices-empty": (Behaviour.empty_choices(), {}, "empty", 2, ("no choices",)),
     "m-choices-empty-then-ok": ([Behaviour.empty_choices(), Behaviour.ok("Hello")], {}, "right", 2, ()),
     "m-null-content": (Behaviour.null_content(), {}, "empty", 2, ("content is null",)),
-    "m-tool-call": (Behaviour.tool_call("get_weather", {"city": "Edinburgh"}), {"expect_fragment": "Edinburgh"}, "right", 1, ()),
+    "m-tool-call": (Behaviour.tool_call("get_weather", {"city": "Edinburgh"}), {"tools": [WEATHER_TOOL], "expect": None, "expect_json": {"city": "Edinburgh"}}, "right", 1, ()),
     "m-refusal": (Behaviour.refusal(), {}, "wrong", 1, ("model refused", "missing fragment")),
     "m-length": (Behaviour.length("Hello, the answer is"), {}, "truncated", 1, ("length",)),
     "m-malformed": (Behaviour.malformed_json(), {}, "empty", 2, ("not a JSON object",)),
@@ -268,6 +272,90 @@ def test_429_pauses_the_whole_run(tmp_path, srv):
     assert run.case("rw-429")["attempts"] == 2
 
 
+# --------------------------------------------------------------------------- rule 11: a rate limit is not a failure
+def test_rule_11_rate_limits_use_no_attempts_nor_retry_budget(tmp_path, srv):
+    """Four 429s, a 503, then the answer: right with --max-attempts 2 and --retry-budget 1 (the 503 spends it)."""
+    srv.plant("rl-many", [Behaviour.rate_limited(retry_after_ms=20)] * 4 + [Behaviour.server_error(503), Behaviour.ok("Hello")])
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, srv.url, [case("rl-many")], "--max-attempts", "2", "--retry-budget", "1", "--record", str(rec))
+    got = run.case("rl-many")
+    assert got["label"] == "right", got["reasons"]
+    assert got["attempts"] == 6 == srv.attempts("rl-many")
+    assert [e["http_status"] for e in read_jsonl(rec)[0]["attempt_log"]] == [429] * 4 + [503, 200]
+    assert run.code == 0
+
+
+def test_rule_11_rate_limits_do_not_hide_a_failing_case(tmp_path, srv):
+    """--max-attempts still ends a case that keeps failing between rate limits, and says what it did not count."""
+    srv.plant("rl-503", [Behaviour.rate_limited(retry_after_ms=10), Behaviour.server_error(503)])
+    run = live(tmp_path, srv.url, [case("rl-503")], "--max-attempts", "2")
+    got = run.case("rl-503")
+    assert got["label"] == "drop" and got["attempts"] == 3 == srv.attempts("rl-503")
+    assert any("gave up after 2 attempt(s), besides 1 rate-limited one(s) (--max-attempts)" in r for r in got["reasons"])
+
+
+@pytest.mark.parametrize("headers, low, high", [
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "300ms",
+      "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"}, 0.3, 0.8),  # the spent limit's reset
+    ({"x-ratelimit-reset-requests": "20ms", "x-ratelimit-reset-tokens": "1s"}, 1.0, 1.6),  # unknown which: the later
+], ids=["requests-spent", "later-of-two"])
+def test_rule_11_429_waits_for_the_x_ratelimit_reset(tmp_path, srv, headers, low, high):
+    srv.plant("rl-reset", [Behaviour.status(429, headers=headers), Behaviour.ok("Hello")])
+    run = live(tmp_path, srv.url, [case("rl-reset")])
+    assert run.case("rl-reset")["label"] == "right"
+    (gap,) = gaps(srv, "rl-reset")
+    assert low - 0.01 <= gap <= high
+
+
+def test_rule_11_the_runs_wait_on_rate_limits_is_bounded(tmp_path, srv):
+    """A server that limits for good: after --max-rate-limit-wait the cases left are undelivered, saying why."""
+    srv.default = Behaviour.rate_limited(retry_after_ms=150)
+    keys = [f"rl-wall-{i}" for i in range(8)]
+    run = live(tmp_path, srv.url, [case(k) for k in keys], "--concurrency", "2", "--max-rate-limit-wait", "0.5")
+    assert run.wall < 4.0
+    assert run.code == 3
+    for key in keys:
+        got = run.case(key)
+        assert got["label"] == "drop" and got["gate"] == "undelivered"
+        assert any("--max-rate-limit-wait" in r for r in got["reasons"]), got["reasons"]
+    assert len(srv.all_requests) < 20  # once the wait is spent, no case is sent again
+
+
+def test_rule_11_the_outcome_says_how_long_the_run_waited(srv):
+    srv.plant("rl-note", [Behaviour.rate_limited(retry_after_ms=100), Behaviour.ok("Hello")])
+    out = run_live([planted_case("rl-note")], ClientSettings(base_url=srv.url, model="m"))
+    assert 0.09 <= out.rate_limit_wait_s < 0.5 and not out.rate_limit_spent
+    assert any("waited 0.1 s on 429s" in r for r in out.remarks())
+    srv.plant("rl-spent", Behaviour.rate_limited(retry_after_ms=100))
+    spent = run_live([planted_case("rl-spent")], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_rate_limit_wait_s=0.0))
+    assert spent.rate_limit_spent and any("--max-rate-limit-wait" in r for r in spent.remarks())
+    assert "--max-rate-limit-wait" in spent.envelopes["rl-spent"][0].notes[0]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rule_11_a_chaos_server_ends_with_every_case_graded(tmp_path, seed):
+    """120 requests/minute (a "minute" scaled to 3 s), 10% random 429 and 10% random 503, 48 cases at concurrency 6.
+
+    The 429s (bucket and random) cost no attempts, however many. The 503s do: with the default
+    3 attempts one case in 9^3 = 729 meets three in a row (a 48-case run in about 15 ends with an
+    undelivered case; 4 of seeds 3..32 did), so this run allows 5 (one case in 59,000). Each case's
+    draws are fixed by the seed, so a seed's run is the same whatever the threads' order.
+    """
+    chaos = Chaos(rpm=120, burst=8, minute_s=3.0, share_429=0.1, share_503=0.1, seed=seed)
+    with FakeOpenAI(Behaviour.ok("Hello from a busy endpoint"), chaos=chaos) as srv:
+        keys = [f"chaos-{i}" for i in range(48)]
+        run = live(tmp_path, srv.url, [case(k) for k in keys], "--concurrency", "6", "--max-attempts", "5")
+        assert srv.errors == []
+    assert run.code == 0, run.stdout
+    assert run.report is not None
+    assert [c["label"] for c in run.report["cases"]] == ["right"] * 48
+    assert all(c["gate"] == "pass" for c in run.report["cases"])
+    counts = chaos.counts
+    assert counts["bucket_429"] > 0 and counts["random_429"] > 0 and counts["random_503"] > 0, counts
+    assert max(c["attempts"] for c in run.report["cases"]) > 5  # more than --max-attempts: the 429s were not counted
+    assert run.wall < 20.0
+
+
 # --------------------------------------------------------------------------- size cap (run_live, small cap)
 def test_response_over_the_cap_is_cut_off_and_not_retried(srv):
     srv.plant("huge-fixed", Behaviour.huge(200_000))
@@ -332,10 +420,12 @@ def test_an_interrupt_during_a_retry_wait_sends_no_early_retry(srv):
 # --------------------------------------------------------------------------- streaming
 STREAM: dict[str, tuple[Any, dict[str, Any], str, int]] = {
     "s-ok": (Behaviour.ok("Hello there, friend", ttft_ms=100, chunk_gap_ms=30, pings=True), {}, "right", 1),
-    "s-cut": (Behaviour.stream_cut("Hello is"), {}, "truncated", 1),
+    "s-cut": (Behaviour.stream_cut("Hello is"), {}, "drop", 2),  # rule 8: the server cut it, retried
+    "s-cut-done": (Behaviour.stream_cut("Hello is", done=True), {}, "drop", 2),  # llama-cpp-python's bare [DONE]
+    "s-cut-then-ok": ([Behaviour.stream_cut("Hello is"), Behaviour.ok("Hello there")], {}, "right", 2),
     "s-error": (Behaviour.stream_error("Hello"), {}, "drop", 2),
     "s-azure": (Behaviour.stream_azure_prefilter("Hello from Azure", model="served-azure"), {}, "right", 1),
-    "s-tool": (Behaviour.tool_call("get_weather", {"city": "Edinburgh", "units": "c"}), {"expect_fragment": "Edinburgh"}, "right", 1),
+    "s-tool": (Behaviour.tool_call("get_weather", {"city": "Edinburgh", "units": "c"}), {"tools": [WEATHER_TOOL], "expect": None, "expect_json": {"city": "Edinburgh"}}, "right", 1),
     "s-refusal": (Behaviour.refusal(), {}, "wrong", 1),
     "s-length": (Behaviour.length("Hello wor"), {}, "truncated", 1),
     "s-null": (Behaviour.null_content(), {}, "empty", 2),
@@ -389,10 +479,28 @@ def test_stream_asks_for_usage_and_reports_real_tokens(streamed):
 
 def test_stream_cut_and_error_reasons(streamed):
     _, run = streamed
-    assert "stream ended before a finish_reason" in " ".join(run.case("s-cut")["reasons"])
+    for key in ("s-cut", "s-cut-done"):
+        reasons = " ".join(run.case(key)["reasons"])
+        assert "stream cut: it ended before a finish_reason" in reasons and "gave up after 2 attempt(s)" in reasons
     error = " ".join(run.case("s-error")["reasons"])
     assert "HTTP 200 carrying an error" in error and "generation failed" in error
     assert "model refused" in " ".join(run.case("s-refusal")["reasons"])
+
+
+def test_rule_8_cut_streams_are_counted_and_suggest_concurrency_1(srv):
+    """Every cut attempt counts, retried or not; one cut alone suggests nothing."""
+    srv.plant("cut-a", [Behaviour.stream_cut("Hello", done=True), Behaviour.ok("Hello")])
+    srv.plant("cut-b", [Behaviour.stream_cut("Hello"), Behaviour.stream_cut("Hello"), Behaviour.ok("Hello")])
+    srv.plant("cut-length", Behaviour.length("Hello wor"))
+    cases = [planted_case(k) for k in ("cut-a", "cut-b", "cut-length")]
+    settings = ClientSettings(base_url=srv.url, model="m", stream=True)
+    out = run_live(cases, settings, policy=RetryPolicy(base_delay_s=0.01))
+    assert out.cut_streams == 3
+    assert [env.attempts for c in cases for env in out.envelopes[c.id]] == [2, 3, 1]
+    assert any("try --concurrency 1" in r for r in out.remarks())
+    srv.plant("cut-once", [Behaviour.stream_cut("Hello"), Behaviour.ok("Hello")])
+    once = run_live([planted_case("cut-once")], settings, policy=RetryPolicy(base_delay_s=0.01))
+    assert once.cut_streams == 1 and once.remarks() == []
 
 
 def test_stream_model_is_the_first_non_empty_one(streamed):

@@ -5,9 +5,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from envelope_ci.action.publish import MAX_ANNOTATIONS, case_annotations, file_outputs, report_outputs
+from envelope_ci.action.publish import MAX_ANNOTATIONS, case_annotations, file_outputs, report_outputs, report_warnings
 from envelope_ci.model import Channel, Fingerprint, Gate, Label, Outcome, Thresholds, Verdict
-from envelope_ci.report.model import REPORT_VERSION, CaseRow, FixtureChanges, LaneStats, Report, RunInfo, Summary
+from envelope_ci.report.model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, LaneStats, Report, RunInfo, Summary
 
 
 def _case(cid: str, outcome: Outcome, channel: Channel, gate: Gate, stratum: str | None = "easy", line: int = 3) -> CaseRow:
@@ -62,7 +62,17 @@ def test_outputs_from_the_report():
     report = _report(verdict=Verdict.FAIL, regressions=("a",), alerts=("easy_regression", "thin_stratum"))
     report = dataclasses.replace(report, summary=dataclasses.replace(report.summary, stable=3, yield_=0.75, accuracy_on_yield=None))
     assert report_outputs(report) == {"verdict": "fail", "stable": "3", "regressions": "1", "yield": "0.75",
-                                      "accuracy-on-yield": "", "alerts": "easy_regression,thin_stratum"}
+                                      "accuracy-on-yield": "", "alerts": "easy_regression,thin_stratum", "baseline-lowered": "false"}
+
+
+def test_rule_14_baseline_lowered_output():
+    with_base = _report(base=BaseDiff("git", None, True, (), ()))
+    assert report_outputs(with_base)["baseline-lowered"] == "false"
+    lowered = _report(base=BaseDiff("git", None, True, (), ("a",)))
+    assert report_outputs(lowered)["baseline-lowered"] == "true"
+    [line] = report_warnings(lowered)
+    assert line.startswith("::warning title=envelope-ci%3A baseline lowered::envelope-ci: baseline lowered — this PR downgrades 1 pin(s)")
+    assert "code owner's review of evals/envelope-pins.json" in line
 
 
 def test_file_outputs_are_relative_to_the_workspace(tmp_path: Path):

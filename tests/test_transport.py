@@ -15,10 +15,11 @@ from envelope_ci.providers.openai_chat import OPENAI_CHAT
 from envelope_ci.secrets import Secrets
 from envelope_ci.sources.recordings import envelope_to_raw
 from envelope_ci.transport.http import ClientSettings
+from envelope_ci.transport.pool import LiveOutcome
 from envelope_ci.transport.progress import Progress
 from envelope_ci.transport.reading import safe_headers
 from envelope_ci.transport.retry import Budget, Throttle, backoff_s, is_quota_exhausted, retry_verdict
-from envelope_ci.transport.retry_after import retry_after_s
+from envelope_ci.transport.retry_after import duration_s, rate_limit_reset_s, retry_after_s
 
 NOW = 1_800_000_000.0
 
@@ -65,6 +66,55 @@ def test_retry_after_http_date_with_minus_zero_zone_is_gmt():
 def test_retry_after_http_date_uses_the_clock_by_default():
     wait = retry_after_s({"Retry-After": http_date(time.time() + 60)})
     assert wait is not None and 58.0 <= wait <= 60.5
+
+
+# --------------------------------------------------------------------------- rule 11: x-ratelimit-reset-*
+@pytest.mark.parametrize("value, expected", [
+    ("1s", 1.0), ("6m0s", 360.0), ("20ms", 0.02), ("1h2m3.5s", 3723.5), ("7.66s", 7.66), ("2m59.56s", 179.56),
+    ("500us", 0.0005), ("0.5", 0.5), (" 3 ", 3.0), ("-1", 0.0),
+    ("", None), ("soon", None), ("1x", None), ("1s2", None), ("1m-1s", None), (None, None),
+])
+def test_rule_11_duration_s_reads_go_durations(value, expected):
+    assert duration_s(value) == (pytest.approx(expected) if expected is not None else None)
+
+
+@pytest.mark.parametrize("headers, expected", [
+    # OpenAI's 429 on tokens: the requests limit is far from spent, its reset is not the one to wait for
+    ({"x-ratelimit-remaining-requests": "199", "x-ratelimit-remaining-tokens": "0",
+      "x-ratelimit-reset-requests": "300ms", "x-ratelimit-reset-tokens": "6ms"}, 0.006),
+    ({"X-RateLimit-Remaining-Requests": "0", "X-RateLimit-Reset-Requests": "6m0s", "x-ratelimit-reset-tokens": "1s"}, 360.0),
+    ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "20ms"}, 1.0),  # which is spent unknown: the later
+    ({"x-ratelimit-reset-tokens": "20ms"}, 0.02),
+    ({"x-ratelimit-reset-requests": "whenever"}, None),
+    ({"retry-after": "3"}, None),  # Retry-After is retry_after_s's business
+    ({}, None),
+])
+def test_rule_11_rate_limit_reset_s_waits_for_the_spent_limit(headers, expected):
+    assert rate_limit_reset_s(headers) == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_rule_11_throttle_bounds_the_runs_total_pause():
+    throttle = Throttle(threading.Event(), max_wait_s=1.0)
+    assert throttle.pause(0.4) and throttle.pause(0.2)  # overlapping: the run waits 0.4 s, not 0.6
+    assert throttle.waited_s == pytest.approx(0.4, abs=0.01)
+    assert throttle.pause(0.9)  # 0.5 s more than the pause already set
+    assert throttle.waited_s == pytest.approx(0.9, abs=0.01)
+    assert throttle.pause(1.5) is False and throttle.spent  # would pass the cap: refused, nothing added
+    assert throttle.waited_s == pytest.approx(0.9, abs=0.01)
+    assert throttle.pause(0.0) is False  # once spent, the run waits no more
+
+
+def test_rule_11_and_8_remarks_say_what_the_server_did():
+    assert LiveOutcome({}).remarks() == []
+    assert LiveOutcome({}, cut_streams=1).remarks() == []  # one cut is a hiccup
+    (cut,) = LiveOutcome({}, cut_streams=3, concurrency=4).remarks()
+    assert "cut 3 streamed response(s)" in cut and "try --concurrency 1" in cut
+    (alone,) = LiveOutcome({}, cut_streams=3, concurrency=1).remarks()
+    assert "--concurrency 1" not in alone and "proxy's timeout" in alone
+    (waited,) = LiveOutcome({}, rate_limit_wait_s=12.34).remarks()
+    assert "waited 12.3 s on 429s" in waited
+    (spent,) = LiveOutcome({}, rate_limit_wait_s=600.0, rate_limit_spent=True).remarks()
+    assert "--max-rate-limit-wait" in spent and "undelivered" in spent
 
 
 # --------------------------------------------------------------------------- retry_verdict

@@ -17,6 +17,7 @@ INPUT_DEFAULTS: dict[str, str] = {
     "model": "",
     "lane": "smoke",
     "endpoint-class": "",
+    "temperature": "0",
     "concurrency": "4",
     "repeats": "1",
     "stream": "false",
@@ -29,6 +30,8 @@ INPUT_DEFAULTS: dict[str, str] = {
 }
 BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
 COUNT_INPUTS = ("concurrency", "repeats")
+# The sampling temperatures OpenAI-compatible endpoints accept.
+TEMPERATURE_RANGE = (0.0, 2.0)
 
 
 class InputError(Exception):
@@ -64,6 +67,7 @@ class Inputs:
     model: str
     lane: Lane
     endpoint_class: str
+    temperature: float
     concurrency: int
     repeats: int
     stream: bool
@@ -86,7 +90,11 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         problems.append(f"input 'lane' must be smoke or adjudication, got {values['lane']!r}")
     problems += [f"input {name!r} must be a positive whole number, got {values[name]!r}"
                  for name in COUNT_INPUTS if not re.fullmatch(r"[1-9][0-9]{0,5}", values[name])]
-    if problems:
+    temperature = parse_temperature(values["temperature"])
+    if temperature is None:
+        low, high = TEMPERATURE_RANGE
+        problems.append(f"input 'temperature' must be a number from {low:g} to {high:g}, got {values['temperature']!r}")
+    if problems or temperature is None:
         raise InputError("; ".join(problems))
     return Inputs(
         fixtures=values["fixtures"],
@@ -95,6 +103,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=values["model"],
         lane=Lane(values["lane"]),
         endpoint_class=values["endpoint-class"],
+        temperature=temperature,
         concurrency=int(values["concurrency"]),
         repeats=int(values["repeats"]),
         stream=parse_bool("stream", values["stream"]),
@@ -105,6 +114,15 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         fail_on_inconclusive=parse_bool("fail-on-inconclusive", values["fail-on-inconclusive"]),
         working_directory=values["working-directory"],
     )
+
+
+def parse_temperature(value: str) -> float | None:
+    """A plain decimal in TEMPERATURE_RANGE, else None: finite by construction (float() would take `nan`, `inf`, `1_0`)."""
+    if not re.fullmatch(r"[0-9]{1,3}(?:\.[0-9]{1,6})?|\.[0-9]{1,6}", value):
+        return None
+    number = float(value)
+    low, high = TEMPERATURE_RANGE
+    return number if low <= number <= high else None
 
 
 def _bool_problem(name: str, value: str) -> str | None:

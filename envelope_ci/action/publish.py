@@ -29,6 +29,7 @@ OUTPUT_NAMES = (
     "yield",
     "accuracy-on-yield",
     "alerts",
+    "baseline-lowered",
     "report-json",
     "report-markdown",
     "comment-url",
@@ -134,12 +135,13 @@ def _case_annotation(case: CaseRow, workdir: Path, workspace: Path) -> str:
 
 
 def report_warnings(report: Report) -> list[str]:
-    """The `::warning`s a judged run deserves beyond its cases: downgraded pins, an inconclusive verdict."""
+    """The `::warning`s a judged run deserves beyond its cases: a lowered baseline, an inconclusive verdict."""
     lines = []
     down = report.base.downgraded if report.base else ()
     if down:
-        lines.append(warning(f"envelope-ci: this PR downgrades {len(down)} pin(s) the base branch had right and stable: "
-                             f"{', '.join(clean(i) for i in down[:10])} — approve only if intended."))
+        lines.append(warning(f"envelope-ci: baseline lowered — this PR downgrades {len(down)} pin(s) the base branch had right and stable: "
+                             f"{', '.join(clean(i) for i in down[:10])} — approve only if intended, after a code owner's review "
+                             f"of {clean(report.run.pins)}.", title="envelope-ci: baseline lowered"))
     if report.verdict is Verdict.INCONCLUSIVE:
         lines.append(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary."))
     return lines
@@ -173,6 +175,8 @@ def report_outputs(report: Report) -> dict[str, str]:
         "yield": fmt_output(report.summary.yield_),
         "accuracy-on-yield": fmt_output(report.summary.accuracy_on_yield),
         "alerts": ",".join(report.alerts),
+        # A team can require a code owner's review of the pins file when this is true.
+        "baseline-lowered": "true" if report.base and report.base.downgraded else "false",
     }
 
 

@@ -56,6 +56,7 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         out_dir=suite.out_dir,
         lane=inputs.lane,
         endpoint_class=inputs.endpoint_class or RunConfig.endpoint_class,
+        temperature=inputs.temperature,
         # As on the command line, a job's EVAL_BASE_URL / EVAL_MODEL stand in for empty inputs.
         base_url=inputs.base_url or env.get("EVAL_BASE_URL") or None,
         model=inputs.model or env.get("EVAL_MODEL") or None,

@@ -40,6 +40,40 @@ class Analysis:
     blockers: tuple[str, ...]
 
 
+def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
+    """Delivered cases measured under another fingerprint than their pin's, grouped by what differs."""
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        if r.pin is not None and r.delivered and not r.comparable:
+            groups.setdefault(r.fingerprint.differences(r.pin.fingerprint), []).append(r.case.id)
+    return groups
+
+
+def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> Alert | None:
+    """``fingerprint_changed``: the pins are another experiment, so size and time went unjudged."""
+    groups = fingerprint_changes(results)
+    if not groups or thresholds.fingerprint_change != "fail":
+        return None
+    count = sum(len(ids) for ids in groups.values())
+    parts = [f"{what} ({len(ids)} case(s): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''})" for what, ids in groups.items()]
+    return Alert("fingerprint_changed", None, f"{count} case(s) ran under another fingerprint than their pins: {'; '.join(parts)}. "
+                 "Size and time were not judged; re-pin under the new fingerprint on an adjudication run (--move-baseline), "
+                 "or run with the pinned settings")
+
+
+def lowered_alert(lowered: Sequence[str], thresholds: Thresholds) -> Alert | None:
+    """``baseline_lowered`` for teams that set ``baseline_lowered: fail``; otherwise it is a warning in the outputs."""
+    if not lowered or thresholds.baseline_lowered != "fail":
+        return None
+    return Alert("baseline_lowered", None, f"this change lowers the baseline of {len(lowered)} case(s) the base branch had right and stable: "
+                 f"{', '.join(lowered[:10])}{' ...' if len(lowered) > 10 else ''} (baseline_lowered: fail)")
+
+
+def lost_repeats(results: Sequence[CaseResult]) -> list[str]:
+    """Cases with a repeat still undelivered after retries: the evidence is short, so the run is inconclusive."""
+    return [f"{r.case.id}: repeat {', '.join(map(str, r.lost_repeats))} of {len(r.grades)} got no gradeable answer" for r in results if r.lost_repeats]
+
+
 def run_fingerprint(shape: RunShape, grades: Mapping[str, Sequence[Grade]]) -> Fingerprint:
     """The run's fingerprint; the model id is what the responses said, never the flag."""
     ids = sorted({g.model_id for gs in grades.values() for g in gs if g.model_id})
@@ -55,16 +89,18 @@ def analyse(
     thresholds: Thresholds,
     files: Mapping[str, str] | None = None,
     extra_blockers: Sequence[str] = (),
+    lowered: Sequence[str] = (),
 ) -> Analysis:
-    """Judge every case against its pin, then the strata, lanes and fixtures, then the gate."""
+    """Judge every case against its pin, then the strata, lanes and fixtures, then the gate.
+
+    ``lowered`` names the cases whose baseline this change lowers (see ``promotion.downgraded_pins``).
+    """
     fp = run_fingerprint(shape, grades)
     results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases)
-    strata, alerts = strata_report(results, thresholds)
+    strata, alerts, held = strata_report(results, thresholds)
     changes = fixture_changes(cases, pins, current_hash, files)
-    changed = fixtures_alert(changes)
-    if changed:
-        alerts.append(changed)
-    blockers: list[str] = []
+    alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds), lowered_alert(lowered, thresholds)) if a]
+    blockers: list[str] = [*held, *lost_repeats(results)]
     if shape.live and shape.lane is Lane.ADJUDICATION:
         blind = [r.case.id for r in results if r.delivered and r.fingerprint.model_id is None]
         if blind:

@@ -32,6 +32,13 @@ class CaseResult:
         return not self.label.is_transport
 
     @property
+    def lost_repeats(self) -> tuple[int, ...]:
+        """The repeats (1-based) still dropped or empty after retries while others were delivered: lost evidence."""
+        if not self.delivered:
+            return ()
+        return tuple(i for i, g in enumerate(self.grades, start=1) if g.label.is_transport)
+
+    @property
     def shown(self) -> Grade:
         """The repeat whose label the case carries: its text and reasons are the ones shown."""
         return next((g for g in self.grades if g.label is self.label), self.grades[-1])
@@ -61,11 +68,14 @@ def measure_of(grades: Sequence[Grade]) -> Measure:
     """Median size and time over delivered repeats, p95 of time."""
     ok = [g for g in grades if not g.label.is_transport]
     times = [g.elapsed_ms for g in ok if g.elapsed_ms is not None]
-    tokens = [g.tokens for g in ok if g.tokens is not None]
+    # Tokens the server counted beat an estimate: judge on the repeats that reported usage,
+    # and call the figure estimated only when none did.
+    reported = [g.tokens for g in ok if g.tokens is not None and not g.tokens_estimated]
+    estimated = [g.tokens for g in ok if g.tokens is not None and g.tokens_estimated]
     return Measure(
         chars=_median_int([g.chars for g in ok if g.chars is not None]),
-        tokens=_median_int(tokens),
-        tokens_estimated=any(g.tokens_estimated for g in ok),
+        tokens=_median_int(reported or estimated),
+        tokens_estimated=not reported and bool(estimated),
         ms=round(statistics.median(times), 3) if times else None,
         ms_p95=round(percentile(times, 0.95) or 0.0, 3) if times else None,
     )
@@ -120,6 +130,11 @@ def judge_case(
         reasons.append(f"size/time not compared with the pin: its fingerprint is another experiment ({fp.differences(pin.fingerprint)})")
     if len(grades) > 1:
         reasons.append("repeats: " + ",".join(g.label.value for g in grades))
+    if not label.is_transport:
+        reasons += [f"repeat {i} of {len(grades)} got no gradeable answer: {(grades[i - 1].reasons or ('undelivered',))[0]}"
+                    for i, g in enumerate(grades, start=1) if g.label.is_transport]
+    if not any(e.kind.failure.value in ("schema", "wrong") for e in case.expectations):
+        reasons.append("no expectation: this case can only fail on envelope channels (transport, truncation, size, time)")
     return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))
 
 

@@ -14,13 +14,17 @@ def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
     files = files or {}
     files_changed = sorted(p for p in set(files) | set(pins.files) if files.get(p) != pins.files.get(p)) if pins.files else []
     now = {c.id: c.digest for c in cases}
+    added = tuple(sorted(set(now) - set(pins.cases)))
+    removed = tuple(sorted(set(pins.cases) - set(now)))
+    modified = tuple(sorted(cid for cid in now if cid in pins.cases and pins.cases[cid].hash != now[cid]))
     return FixtureChanges(
         hash=current_hash,
         pinned_hash=pins.fixtures_hash,
-        changed=current_hash != pins.fixtures_hash,
-        added=tuple(sorted(set(now) - set(pins.cases))),
-        removed=tuple(sorted(set(pins.cases) - set(now))),
-        modified=tuple(sorted(cid for cid in now if cid in pins.cases and pins.cases[cid].hash != now[cid])),
+        # Every digest counts, not only the top hash: a pasted hash does not hide a changed case.
+        changed=current_hash != pins.fixtures_hash or bool(added or removed or modified or files_changed),
+        added=added,
+        removed=removed,
+        modified=modified,
         files_changed=tuple(files_changed),
     )
 

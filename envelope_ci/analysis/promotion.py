@@ -43,22 +43,62 @@ def write_refusal(
     return None
 
 
-def new_pins(analysis: Analysis, thresholds: Thresholds, files: Mapping[str, str]) -> Pins:
-    """This run as the baseline: each pin's channel judged on its own, not against the old pin."""
+def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: float, stored: Pins | None, move_baseline: bool) -> str | None:
+    """Why ``--write-pins`` will be refused, when that is known before any request is sent."""
+    fp = Fingerprint(lane.value, endpoint_class, None, temperature)
+    refusal = write_refusal(lane, in_ci, fp, None, move_baseline, [])
+    if refusal or stored is None or stored.fingerprint is None or move_baseline:
+        return refusal
+    # The model id is known only from the responses; endpoint class and temperature are known now.
+    pinned = stored.fingerprint
+    if (pinned.endpoint_class, float(pinned.temperature)) != (endpoint_class, float(temperature)):
+        known = Fingerprint(lane.value, endpoint_class, pinned.model_id, temperature, pinned.grader_version)
+        return (f"refusing to write pins: this run's fingerprint is another experiment than the pinned one ({known.differences(pinned)}); "
+                "pass --move-baseline to move the baseline on purpose")
+    return None
+
+
+def _ms(value: float | None) -> float | None:
+    """Timings are pinned to the millisecond: finer digits are noise that would move every pin."""
+    return None if value is None else float(round(value))
+
+
+def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
+    """The new measurement is the old pin again, as far as the gate can tell: keep the old pin's bytes."""
+    if (old.hash, old.label, old.channel, old.fingerprint, old.tokens_estimated) != (new.hash, new.label, new.channel, new.fingerprint, new.tokens_estimated):
+        return False
+
+    def inside(before: float | None, after: float | None, slack: float, floor: float = 0.0) -> bool:
+        if before is None or after is None:
+            return before == after
+        return abs(after - before) <= max(before * (slack - 1.0), floor)
+
+    return (inside(old.chars, new.chars, t.size_slack) and inside(old.tokens, new.tokens, t.size_slack)
+            and inside(old.ms, new.ms, t.time_slack, t.time_floor_ms) and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms))
+
+
+def new_pins(analysis: Analysis, thresholds: Thresholds, files: Mapping[str, str], old: Pins | None = None) -> Pins:
+    """This run as the baseline: each pin's channel judged on its own, not against the old pin.
+
+    A pin whose new measurement is within the noise band of the old one is kept byte for
+    byte, so the review diff of the pins file shows only the pins that moved.
+    """
     cases: dict[str, Pin] = {}
     for r in analysis.results:
         channel, _ = channel_for(r.label, r.measure, r.case.max_chars, None, False, thresholds)
-        cases[r.case.id] = Pin(
+        pin = Pin(
             hash=r.case.digest,
             label=r.label.value,
             channel=channel.value,
             chars=r.measure.chars,
             tokens=r.measure.tokens,
             tokens_estimated=r.measure.tokens_estimated,
-            ms=r.measure.ms,
-            ms_p95=r.measure.ms_p95,
+            ms=_ms(r.measure.ms),
+            ms_p95=_ms(r.measure.ms_p95),
             fingerprint=Fingerprint(Lane.ADJUDICATION.value, *r.fingerprint.comparable_key()),
         )
+        prior = old.cases.get(r.case.id) if old is not None else None
+        cases[r.case.id] = prior if prior is not None and _within_noise(prior, pin, thresholds) else pin
     return Pins(analysis.fixtures.hash, analysis.fingerprint, cases, dict(files))
 
 
@@ -90,6 +130,8 @@ def downgraded_pins(base: Pins | None, head: Pins | None) -> tuple[str, ...]:
     Rewriting pins is how a reviewed change moves the baseline, so it is not a gate failure;
     but a regression re-pinned in the same PR must be impossible to miss in the comment.
     """
-    if base is None or head is None:
+    if base is None:
         return ()
-    return tuple(sorted(cid for cid, pin in base.cases.items() if pinned_good(pin) and cid in head.cases and not pinned_good(head.cases[cid])))
+    # A pin that disappeared (its line removed, or the whole pins file) is a lowered baseline too.
+    head_cases = head.cases if head is not None else {}
+    return tuple(sorted(cid for cid, pin in base.cases.items() if pinned_good(pin) and not (cid in head_cases and pinned_good(head_cases[cid]))))

@@ -40,40 +40,70 @@ def _buckets(results: Sequence[CaseResult]) -> dict[str, _Bucket]:
     return buckets
 
 
-def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds) -> list[Alert]:
-    """One stratum's own alarms: too thin, under its floor, over its watermark."""
-    alerts = []
+def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds) -> tuple[list[Alert], list[str]]:
+    """One stratum's own alarms (too thin, under its floor, over its watermark), and the rate alarms held back.
+
+    A rate alarm waits for delivery: when the stratum's undelivered cases, counted the other
+    way (as passes for a floor, as failures for a watermark), would keep it on the right side
+    of the bar, the run cannot tell, so the alarm is held and the run is inconclusive.
+    """
+    alerts: list[Alert] = []
+    held: list[str] = []
     name = spec.name
     if spec is not UNSTRATIFIED and (0 < b.cases < t.thin_below or (b.cases == 0 and t.require_strata)):
         alerts.append(Alert("thin_stratum", name, f"{name} has {b.cases} case(s); at least {t.thin_below} are needed to tell luck from coverage"))
     if pass_rate is None:
-        return alerts
+        return alerts, held
+    optimistic = rate(b.passed + b.undelivered, b.n + b.undelivered) or 0.0
+    pessimistic = rate(b.passed, b.n + b.undelivered) or 0.0
     if spec.floor and spec.floor_alert:
         floor = getattr(t, spec.floor)
         if pass_rate < floor:
             failed = ", ".join(b.ids_failed[:5]) + (" ..." if len(b.ids_failed) > 5 else "")
-            alerts.append(Alert(spec.floor_alert, name, f"{name} pass rate {pass_rate:.3f} < floor {floor:.2f} ({b.passed}/{b.n}; not stable: {failed})"))
+            message = f"{name} pass rate {pass_rate:.3f} < floor {floor:.2f} ({b.passed}/{b.n}; not stable: {failed})"
+            if optimistic < floor:
+                alerts.append(Alert(spec.floor_alert, name, message))
+            else:
+                held.append(f"{spec.floor_alert} held: {message}, but {b.undelivered} undelivered case(s) could lift it to {optimistic:.3f}")
     if spec.watermark:
         mark = getattr(t, spec.watermark)
         if pass_rate >= mark:
-            alerts.append(Alert(f"{name}_too_easy", name, f"{name} pass rate {pass_rate:.3f} >= watermark {mark:.2f}: the yardstick has slipped; add harder cases"))
-    return alerts
+            message = f"{name} pass rate {pass_rate:.3f} >= watermark {mark:.2f}: the yardstick has slipped; add harder cases"
+            if pessimistic >= mark:
+                alerts.append(Alert(f"{name}_too_easy", name, message))
+            else:
+                held.append(f"{name}_too_easy held: {name} pass rate {pass_rate:.3f} >= watermark {mark:.2f} over delivered cases, "
+                            f"but {b.undelivered} undelivered case(s) could keep it at {pessimistic:.3f}")
+    return alerts, held
 
 
-def strata_report(results: Sequence[CaseResult], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert]]:
-    """Each stratum as its own instrument over delivered cases, and the ceiling detector."""
+def _ceiling(rows: dict[str, StratumRow], buckets: dict[str, _Bucket], t: Thresholds) -> tuple[list[Alert], list[str]]:
+    """The ceiling alarm: every stratum saturated at once (held while undelivered cases could break it)."""
+    def at(spec: Stratum, passed_over: int) -> bool:
+        row = rows[spec.name]
+        return spec.ceiling is not None and row.pass_rate is not None and (rate(row.passed, passed_over) or 0.0) >= getattr(t, spec.ceiling)
+
+    if not all(at(spec, rows[spec.name].n) for spec in STRATA_SPEC):
+        return [], []
+    if all(at(spec, rows[spec.name].n + buckets[spec.name].undelivered) for spec in STRATA_SPEC):
+        return [Alert("ceiling", None, "every stratum is at its ceiling: the suite can no longer fail; replace stretch cases")], []
+    return [], ["ceiling held: every stratum is at its ceiling over delivered cases, but undelivered cases could break it"]
+
+
+def strata_report(results: Sequence[CaseResult], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert], list[str]]:
+    """Each stratum as its own instrument over delivered cases, the ceiling detector, and the alarms held for delivery."""
     buckets = _buckets(results)
     rows: dict[str, StratumRow] = {}
     alerts: list[Alert] = []
+    held: list[str] = []
     for spec in (*STRATA_SPEC, UNSTRATIFIED):
         b = buckets[spec.name]
         if spec is UNSTRATIFIED and b.cases == 0:
             continue
         pass_rate = rate(b.passed, b.n)
         rows[spec.name] = StratumRow(n=b.n, passed=b.passed, pass_rate=pass_rate, cases=b.cases, undelivered=b.undelivered)
-        alerts += _alerts_of(spec, b, pass_rate, t)
-    at_ceiling = [spec.ceiling is not None and rows[spec.name].pass_rate is not None and rows[spec.name].pass_rate >= getattr(t, spec.ceiling)  # type: ignore[operator]
-                  for spec in STRATA_SPEC]
-    if all(at_ceiling):
-        alerts.append(Alert("ceiling", None, "every stratum is at its ceiling: the suite can no longer fail; replace stretch cases"))
-    return rows, alerts
+        found, waiting = _alerts_of(spec, b, pass_rate, t)
+        alerts += found
+        held += waiting
+    found, waiting = _ceiling(rows, buckets, t)
+    return rows, alerts + found, held + waiting

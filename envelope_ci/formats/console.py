@@ -1,27 +1,32 @@
-"""Report -> the one-screen summary printed on stdout."""
+"""Report -> the one-screen summary printed on stdout: a lowered baseline first, the next steps last."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..model import Gate, Label, Outcome
+from ..model import Label
 from ..report.model import Report
 from .escape import clean
-from .markdown import fmt_rate, plural
+from .markdown import case_group, fmt_rate, plural
 
 MAX_LISTED = 10
 
 
 def _one_line(text: str, limit: int = 100) -> str:
+    """Terminal-safe text on one line, cut to `limit` characters."""
     flat = " ".join(clean(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _head(report: Report) -> list[str]:
+    """The verdict line, a lowered baseline right under it, then the counts, rates, strata and lanes."""
     s = report.summary
     lanes = report.lanes
+    down = report.base.downgraded if report.base else ()
     return [
         f"envelope-ci: {report.verdict.value.upper()}  ({plural(s.total, 'case')}, {s.stable} stable, "
         f"{plural(len(report.regressions), 'regression')}, {plural(len(report.alerts), 'alert')})",
+        *([f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable — baseline lowered: "
+           f"{_one_line(', '.join(down[:MAX_LISTED]), 200)}; have a code owner review {_one_line(report.run.pins, 200)}"] if down else []),
         "labels: " + " ".join(f"{k}={v}" for k, v in s.counts.items()),
         f"naive_pass_rate={fmt_rate(s.naive_pass_rate)} yield={fmt_rate(s.yield_)} accuracy_on_yield={fmt_rate(s.accuracy_on_yield)}",
         "strata: " + "  ".join(f"{name} {v.passed}/{v.n} ({fmt_rate(v.pass_rate)})" for name, v in report.strata.items()),
@@ -31,8 +36,10 @@ def _head(report: Report) -> list[str]:
 
 
 def _failing(report: Report) -> list[str]:
+    """The first cases not stable, in the report's groups: regressions, other failures, undelivered, known failures."""
     lines = []
-    failing = sorted((c for c in report.cases if c.gate is not Gate.PASS), key=lambda c: c.outcome is not Outcome.REGRESSION)
+    ranked = sorted((group, i, c) for i, c in enumerate(report.cases) if (group := case_group(c)) is not None)
+    failing = [c for _, _, c in ranked]
     for case in failing[:MAX_LISTED]:
         where = f"{case.file}:{case.line}" if case.line else case.file
         lines.append(f"  {case.outcome.value:<13} {_one_line(case.id, 200)} [{case.label.value}/{case.channel.value}] "
@@ -43,6 +50,7 @@ def _failing(report: Report) -> list[str]:
 
 
 def _pins(report: Report) -> list[str]:
+    """What writing the pins moved and accepted."""
     lines = []
     update = report.pins_update
     if update:
@@ -52,14 +60,21 @@ def _pins(report: Report) -> list[str]:
             lines.append(f"pins: ACCEPTED into the baseline, regressions against the previous pins: {ids}")
         if update.previous_alerts:
             lines.append("pins: the previous pins raised: " + ", ".join(update.previous_alerts))
-    down = report.base.downgraded if report.base else ()
-    if down:
-        lines.append(f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable: {', '.join(clean(i) for i in down[:MAX_LISTED])}")
+    return lines
+
+
+def _next_steps(report: Report) -> list[str]:
+    """What to do, each step's exact command on its own indented line (whole: it is meant to be copied)."""
+    lines = []
+    for step in report.next_steps:
+        lines.append(f"next: {_one_line(step.why, 300)}")
+        if step.command:
+            lines.append("    " + clean(step.command).replace("\n", " "))
     return lines
 
 
 def render_console(report: Report, files: Sequence[str] = ()) -> str:
-    """Verdict, counts and rates, strata, alerts and the first failing cases."""
+    """Verdict, counts and rates, strata, alerts, the first failing cases, the files written, and the next steps last."""
     s = report.summary
     lines = _head(report)
     lines += [f"ALERT {alert.code}: {_one_line(alert.message, 200)}" for alert in report.alert_details]
@@ -73,4 +88,5 @@ def render_console(report: Report, files: Sequence[str] = ()) -> str:
     lines += [f"note: {_one_line(note, 200)}" for note in report.notes]
     if files:
         lines.append("wrote: " + ", ".join(files))
+    lines += _next_steps(report)
     return "\n".join(lines)

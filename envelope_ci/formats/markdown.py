@@ -1,33 +1,51 @@
-"""Report -> GitHub-flavoured Markdown (report.md, the PR comment, the job summary).
+"""Report -> GitHub-flavoured Markdown: report.md and the job summary in full, the PR comment as their short form.
 
-Deterministic: the same report gives the same bytes. Every untrusted string (ids,
-model output, server messages, fixture text) goes through ``escape``.
+Deterministic: the same report gives the same bytes. Every untrusted string (ids, model
+output, server messages, fixture text, the commands built from them) goes through ``escape``.
+
+Every detail level starts with what broke and what to do: the headline (a lowered baseline
+first), the alerts, the cases that fail the gate or were not delivered, the next steps, one
+channel x stratum table and a chart of the cases whose time moved. ``Detail.FULL`` (report.md)
+then shows every other section open and whole; the comment's levels (``COLLAPSED``,
+``FAILING``) fold them into ``<details>`` and cut the long tables.
 """
 from __future__ import annotations
 
-import shlex
+import re
+import textwrap
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tabulate import tabulate
 
+from ..analysis.channels import time_limit_ms
 from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Detail, Gate, Outcome, Thresholds, Verdict
-from ..report.model import CaseRow, PinBrief, Report, RunInfo
-from .escape import cell, fenced, inline
+from ..report.model import CaseRow, PinBrief, Report
+from .escape import ELLIPSIS, cell, clean, fenced, inline
 
 _ICON = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
 
 
 def fmt_rate(value: float | None) -> str:
+    """A rate to three places, or n/a when its denominator was 0."""
     return "n/a" if value is None else f"{value:.3f}"
 
 
 def fmt_num(value: Any, digits: int = 0) -> str:
+    """A table number: – when not measured, floats to `digits` places."""
     if value is None:
         return "–"
     if isinstance(value, float) and digits:
         return f"{value:.{digits}f}"
     return str(round(value)) if isinstance(value, float) else str(value)
+
+
+def measures(chars: int | None, tokens: int | None, ms: float | None) -> str:
+    """A measurement in words with units (`70 chars · 20 tok · 412 ms`); what was not measured is left out."""
+    parts = [f"{chars} chars" if chars is not None else "", f"{tokens} tok" if tokens is not None else "",
+             f"{ms:.0f} ms" if ms is not None else ""]
+    return " · ".join(p for p in parts if p)
 
 
 # Past this many rows tabulate's column padding costs seconds and buys nothing: GitHub
@@ -36,6 +54,7 @@ PADDED_ROWS_MAX = 500
 
 
 def plural(count: int, noun: str) -> str:
+    """`1 case`, `2 cases`."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
@@ -49,9 +68,52 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
+def folded(title: str, body: list[str], detail: Detail, summary: str = "") -> list[str]:
+    """A section: open under a heading in full reports, a collapsed `<details>` in the comment.
+
+    `title` and `summary` are HTML (a `<summary>` is not Markdown): only our own words and numbers.
+    """
+    if detail is Detail.FULL:
+        return [f"### {title}", "", *body]
+    return [f"<details><summary>{title}{summary}</summary>", "", *body, "</details>", ""]
+
+
+def _ids(ids: Sequence[str], limit: int | None = None) -> str:
+    """Escaped ids, comma-separated, at most `limit` of them."""
+    more = limit is not None and len(ids) > limit
+    return ", ".join(inline(i) for i in ids[:limit]) + (" …" if more else "")
+
+
+# -- the first screen --------------------------------------------------------------------------
+
+
+def baseline_lowered(report: Report) -> list[str]:
+    """The warning that this PR's pins lower the bar for cases the base branch had right and stable."""
+    base = report.base
+    if not base or not base.downgraded:
+        return []
+    rows = {d.id: d for d in base.diff}
+
+    def how(cid: str) -> str:
+        row = rows.get(cid)
+        if row is None or row.head is None:
+            return f"{inline(cid)} (pin removed)"
+        if row.base is not None and row.base.label != row.head.label:
+            return f"{inline(cid)} ({inline(row.base.label)} → {inline(row.head.label)})"
+        return inline(cid)
+
+    down = base.downgraded
+    listed = ", ".join(how(cid) for cid in down[:20]) + (" …" if len(down) > 20 else "")
+    return [
+        f"> **⚠️ Baseline lowered. This PR downgrades {plural(len(down), 'pin')} that the base branch had right and stable:** "
+        f"{listed}. The run is judged against the new pins, so these are not counted as regressions: approve only if "
+        f"intended, after a code owner has reviewed {inline(report.run.pins)}.",
+        "",
+    ]
+
 
 def headline(report: Report, title: str | None) -> list[str]:
-    """The verdict, the counts and rates, the downgraded-pins warning, blockers and notes."""
+    """The verdict, a lowered baseline, the counts and rates, blockers and notes."""
     s = report.summary
     name = f" — {inline(title)}" if title else ""
     line = (
@@ -59,12 +121,7 @@ def headline(report: Report, title: str | None) -> list[str]:
         f"{plural(len(report.alerts), 'alert')} · yield {fmt_rate(s.yield_)} · "
         f"accuracy on yield {fmt_rate(s.accuracy_on_yield)} · naive pass rate {fmt_rate(s.naive_pass_rate)}"
     )
-    out = [f"## {_ICON[report.verdict]} envelope-ci: {report.verdict.value}{name}", "", line, ""]
-    down = report.base.downgraded if report.base else ()
-    if down:
-        ids = ", ".join(inline(i) for i in down[:20]) + (" …" if len(down) > 20 else "")
-        out += [f"> **⚠️ This PR downgrades {plural(len(down), 'pin')} that the base branch had right and stable:** {ids}. "
-                "The run is judged against the new pins, so these are not counted as regressions: approve only if intended.", ""]
+    out = [f"## {_ICON[report.verdict]} envelope-ci: {report.verdict.value}{name}", "", *baseline_lowered(report), line, ""]
     out += [f"> **inconclusive:** {inline(blocker)}" for blocker in report.blockers]
     out += [f"> {inline(note)}" for note in report.notes]
     if report.blockers or report.notes:
@@ -73,6 +130,7 @@ def headline(report: Report, title: str | None) -> list[str]:
 
 
 def alerts_section(report: Report) -> list[str]:
+    """Every alert: its code and its sentence."""
     if not report.alert_details:
         return []
     lines = ["### Alerts", ""]
@@ -80,34 +138,76 @@ def alerts_section(report: Report) -> list[str]:
     return lines + [""]
 
 
+# The not-stable cases, in the groups the report shows apart: (title, shows the outcome,
+# sentence under the title). Known failures are never mixed with regressions.
+REGRESSIONS, FAILING, UNDELIVERED, TOLERATED = range(4)
+_GROUPS = {
+    REGRESSIONS: ("Regressions", False, ""),
+    FAILING: ("Other cases failing the gate", True, "Not regressions against their pins, but their stratum is under its floor."),
+    UNDELIVERED: ("Undelivered", False, "No gradeable answer after retries: the run is inconclusive, not red."),
+    TOLERATED: ("Known failures and tolerated misses", True,
+                "Not stable, but not failing the gate: wrong in the pins too, or a miss the stratum allows."),
+}
+# The first-screen tables of a comment show this many rows each, so the next steps stay in view.
+FIRST_SCREEN_ROWS = 10
+# A folded table in the smallest comment level shows this many rows; the rest are in the job summary.
+FAILING_ROWS_IN_COMMENT = 100
+
+
+def case_group(case: CaseRow) -> int | None:
+    """Which table a case belongs in, from its outcome and gate; None for a stable case."""
+    if case.gate is Gate.PASS:
+        return None
+    if case.outcome is Outcome.REGRESSION:
+        return REGRESSIONS
+    return {Gate.FAIL: FAILING, Gate.UNDELIVERED: UNDELIVERED, Gate.TOLERATED: TOLERATED}[case.gate]
+
+
 def _why(case: CaseRow) -> str:
     return cell("; ".join(case.reasons), 160)
 
 
-# In a comment the not-stable table is cut to this many rows so the summary tables after
-# it still fit; the full list is in report.md and the job summary.
-FAILING_ROWS_IN_COMMENT = 100
-_FAILING_ORDER = {Outcome.REGRESSION: 0, Outcome.UNDELIVERED: 1, Outcome.NEW: 2, Outcome.KNOWN_FAILURE: 3}
-
-
-def failing_section(report: Report, limit: int | None = None) -> list[str]:
-    """Cases not stable, regressions first: why, and a short escaped preview of the answer."""
-    failing = sorted((c for c in report.cases if c.gate is not Gate.PASS), key=lambda c: _FAILING_ORDER.get(c.outcome, 9))
-    if not failing:
-        return []
+def case_group_table(report: Report, group: int, limit: int | None) -> tuple[str, list[str]]:
+    """One group's title with its count, and its table (at most `limit` rows, then how many more)."""
+    cases = [c for c in report.cases if case_group(c) == group]
+    if not cases:
+        return "", []
+    title, with_outcome, sentence = _GROUPS[group]
     rows = [
-        [cell(c.id, 60), cell(c.stratum or "–"), c.label.value, c.channel.value, c.outcome.value.replace("_", " "), _why(c), cell(c.preview or "", 80)]
-        for c in failing[:limit]
+        [cell(c.id, 60), cell(c.stratum or "–"), c.label.value, c.channel.value,
+         *([c.outcome.value.replace("_", " ")] if with_outcome else []), _why(c), cell(c.preview or "", 80)]
+        for c in cases[:limit]
     ]
-    lines = [f"### Not stable ({len(failing)})", "", table(["case", "stratum", "label", "channel", "outcome", "why", "answer"], rows), ""]
-    if limit is not None and len(failing) > limit:
-        lines += [f"_… and {len(failing) - limit} more not-stable cases: see the job summary and report files._", ""]
+    headers = ["case", "stratum", "label", "channel", *(["outcome"] if with_outcome else []), "why", "answer"]
+    lines = [sentence, ""] if sentence else []
+    lines += [table(headers, rows), ""]
+    if limit is not None and len(cases) > limit:
+        lines += [f"_… and {len(cases) - limit} more: every case is in the job summary and the report files._", ""]
+    return f"{title} ({len(cases)})", lines
+
+
+def broken_section(report: Report, detail: Detail) -> list[str]:
+    """What fails the gate or was not delivered, each case with its reason, under its own heading."""
+    limit = None if detail is Detail.FULL else FIRST_SCREEN_ROWS
+    lines: list[str] = []
+    for group in (REGRESSIONS, FAILING, UNDELIVERED):
+        title, body = case_group_table(report, group, limit)
+        if body:
+            lines += [f"### {title}", "", *body]
     return lines
 
 
-def channels_section(report: Report) -> list[str]:
-    rows = [[name, str(count)] for name, count in report.summary.channels.items()]
-    return ["### Channels", "", table(["channel", "cases"], rows), ""]
+def next_steps_section(report: Report) -> list[str]:
+    """What to do about this run: one item per step, its exact command (untrusted text) fenced under it."""
+    if not report.next_steps:
+        return []
+    lines = ["### Next steps", ""]
+    for step in report.next_steps:
+        lines += [f"- {inline(step.why)}", ""]
+        if step.command:
+            # Indented as a whole (blank lines too), the fence stays inside its list item.
+            lines += [textwrap.indent(fenced(step.command, "sh"), "  ", lambda _: True), ""]
+    return lines
 
 
 def stratum_bar(name: str, t: Thresholds) -> str:
@@ -120,26 +220,118 @@ def stratum_bar(name: str, t: Thresholds) -> str:
     return f"watermark < {getattr(t, spec.watermark):.2f}" if spec.watermark else ""
 
 
-def strata_section(report: Report) -> list[str]:
+# The channel x stratum table's columns, in the order the method reads them; transport is undelivered.
+GRID_CHANNELS = (Channel.STABLE, Channel.CORRECTNESS, Channel.SCHEMA, Channel.SIZE, Channel.TIME, Channel.TRUNCATED, Channel.TRANSPORT)
+
+
+def grid_section(report: Report) -> list[str]:
+    """One table in place of channels, strata and labels: cases per stratum and channel, and the stratum's bar."""
+    counts = Counter((c.stratum_name, c.channel) for c in report.cases)
     t = report.run.thresholds
-    rows = [
-        [name, str(s.cases), str(s.n), str(s.passed), fmt_rate(s.pass_rate), stratum_bar(name, t), str(s.undelivered)]
-        for name, s in report.strata.items()
+    rows = []
+    for name, stratum in report.strata.items():
+        # Non-zero counts off the stable channel are what broke: bold, so the eye finds them.
+        cells = [str(n) if ch is Channel.STABLE or not n else f"**{n}**" for ch in GRID_CHANNELS for n in [counts[(name, ch)]]]
+        codes = ", ".join(f"`{a.code}`" for a in report.alert_details if a.stratum == name)
+        bar = " · ".join(p for p in (fmt_rate(stratum.pass_rate), stratum_bar(name, t), f"❌ {codes}" if codes else "") if p)
+        rows.append([cell(name), *cells, bar])
+    headers = ["stratum", *("undelivered" if ch is Channel.TRANSPORT else ch.value for ch in GRID_CHANNELS), "pass rate · bar"]
+    return ["### Channels by stratum", "", table(headers, rows), ""]
+
+
+# -- the time chart ----------------------------------------------------------------------------
+
+# At most this many cases in the chart: the ones whose time moved most.
+TIME_CHART_MAX = 20
+_MERMAID_LABEL_MAX = 28
+# Kept in a Mermaid label: word characters and a little punctuation. Everything else (quotes
+# and brackets that end a string or a list, `%%` directives, `#…;` entities, newlines, `@`)
+# becomes `_`, so an id can neither break the chart nor reconfigure it.
+_MERMAID_UNSAFE = re.compile(r"[^\w .:/+-]+")
+
+
+def mermaid_label(text: str) -> str:
+    """A case id as a Mermaid string's content: inert, one line, at most _MERMAID_LABEL_MAX characters."""
+    flat = " ".join(_MERMAID_UNSAFE.sub("_", clean(text)).split())
+    return flat if len(flat) <= _MERMAID_LABEL_MAX else flat[: _MERMAID_LABEL_MAX - 1].rstrip() + ELLIPSIS
+
+
+def time_moves(report: Report) -> list[tuple[CaseRow, float, float]]:
+    """(case, pinned ms, this run's ms) for cases on the time channel or outside the time slack either way, most moved first."""
+    base = report.base
+    base_ms = {d.id: d.base.ms for d in base.diff if d.base} if base and base.present else None
+    t = report.run.thresholds
+    moves = []
+    for c in report.cases:
+        before = base_ms.get(c.id) if base_ms is not None else (c.pin.ms if c.pin else None)
+        if before is None or c.ms is None:
+            continue
+        if c.channel is Channel.TIME or c.ms > time_limit_ms(before, t) or before > time_limit_ms(c.ms, t):
+            moves.append((c, before, c.ms))
+    return sorted(moves, key=lambda m: (m[0].channel is not Channel.TIME, -max(m[1], m[2]) / max(min(m[1], m[2]), 1.0)))
+
+
+def time_chart_section(report: Report) -> list[str]:
+    """A Mermaid bar chart, pin vs this run in ms, of the cases whose time moved (GitHub draws it inline)."""
+    moves = time_moves(report)
+    if not moves:
+        return []
+    pin = "base pin" if report.base and report.base.present else "pin"
+    shown = moves[:TIME_CHART_MAX]
+    labels: list[str] = []
+    for c, _, _ in shown:
+        label = mermaid_label(c.id)
+        # A band axis merges equal names: two ids that read alike get a number each.
+        while f"{label} · {pin}" in labels:
+            label += "'"
+        labels += [f"{label} · {pin}", f"{label} · this run"]
+    # Two series padded with zeros: each bar has its own category, so none hides another,
+    # and the pin and this run keep their own colours.
+    before = [v for _, b, _ in shown for v in (round(b), 0)]
+    after = [v for _, _, a in shown for v in (0, round(a))]
+    chart = "\n".join([
+        "xychart-beta horizontal",
+        f'    title "Time per case (ms): {pin} vs this run"',
+        "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
+        '    y-axis "ms"',
+        f"    bar [{', '.join(map(str, before))}]",
+        f"    bar [{', '.join(map(str, after))}]",
+    ])
+    t = report.run.thresholds
+    more = f" The {TIME_CHART_MAX} that moved most are drawn." if len(moves) > TIME_CHART_MAX else ""
+    return [
+        f"### Time moved ({len(moves)})",
+        "",
+        f"Cases on the time channel or outside the time slack (×{t.time_slack:g}, at least {t.time_floor_ms:g} ms) of their {pin}.{more}",
+        "",
+        fenced(chart, "mermaid"),
+        "",
     ]
-    return ["### Strata", "", table(["stratum", "cases", "delivered", "stable", "pass rate", "bar", "undelivered"], rows), ""]
 
 
-def labels_section(report: Report) -> list[str]:
+# -- the sections folded in a comment ---------------------------------------------------------
+
+
+def tolerated_section(report: Report, detail: Detail) -> list[str]:
+    """Known failures and tolerated misses: their own table, apart from what broke."""
+    title, body = case_group_table(report, TOLERATED, FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None)
+    return folded(title, body, detail) if body else []
+
+
+def labels_section(report: Report, detail: Detail) -> list[str]:
+    """The six labels and the three rates, each rate with what it divides."""
     s = report.summary
     rows = [[label, str(count)] for label, count in s.counts.items()]
     rates = (
         f"yield **{fmt_rate(s.yield_)}** (gradeable / total) · accuracy on yield **{fmt_rate(s.accuracy_on_yield)}** "
         f"(right / gradeable) · naive pass rate {fmt_rate(s.naive_pass_rate)} (right / total)"
     )
-    return ["### Labels", "", table(["label", "count"], rows), "", rates, ""]
+    body = [table(["label", "count"], rows), "", rates, ""]
+    return folded("Labels and yield", body, detail, f": yield {fmt_rate(s.yield_)} · accuracy on yield {fmt_rate(s.accuracy_on_yield)}")
 
 
-def lanes_section(report: Report) -> list[str]:
+def lanes_section(report: Report, detail: Detail) -> list[str]:
+    """The run's fingerprint and how many cases were judged like-for-like against their pins."""
     lanes = report.lanes
     fp = report.fingerprint
     line = (
@@ -150,28 +342,14 @@ def lanes_section(report: Report) -> list[str]:
         f"matched fingerprints {lanes.matched_fingerprints} · fingerprint mismatches {lanes.fingerprint_mismatches} "
         f"(size and time not judged) · grade flips {lanes.grade_flips} · unpinned {lanes.unpinned}"
     )
-    return ["### Lanes", "", line, "", counts, ""]
+    summary = f": {lanes.matched_fingerprints} matched · {lanes.fingerprint_mismatches} mismatched · {lanes.unpinned} unpinned"
+    return folded("Lanes", [line, "", counts, ""], detail, summary)
 
 
-def pin_command(run: RunInfo) -> str:
-    """The command that rewrites the pins from the same kind of run as this one."""
-    words = ["envelope-ci", "run", run.fixtures_dir, "--pins", run.pins, "--lane", "adjudication"]
-    if run.endpoint_class not in (None, "unspecified"):
-        words += ["--endpoint-class", run.endpoint_class]
-    if run.temperature:
-        words += ["--temperature", str(run.temperature)]
-    if run.mode == "replay" and run.replay:
-        words += ["--replay", run.replay]
-    command = " ".join(shlex.quote(str(w)) for w in words)
-    if run.mode == "live":
-        model = shlex.quote(str(run.model_requested or "MODEL"))
-        command += f' --base-url "$EVAL_BASE_URL" --model {model}'
-    return command + " --write-pins"
-
-
-def fixtures_section(report: Report) -> list[str]:
+def fixtures_section(report: Report, detail: Detail) -> list[str]:
+    """The fixtures hash against the pins, and which cases changed (the command that re-pins is a next step)."""
     f = report.fixtures
-    lines = ["### Fixtures", ""]
+    lines = []
     if f.pinned_hash is None:
         lines.append(f"hash `{f.hash[:19]}` · no pins yet")
     elif not f.changed:
@@ -181,76 +359,82 @@ def fixtures_section(report: Report) -> list[str]:
         lines.append(f"hash `{f.hash[:19]}` ≠ pinned {inline(str(f.pinned_hash), 19)}")
         for key, ids in (("added", f.added), ("removed", f.removed), ("modified", f.modified)):
             if ids:
-                lines.append(f"- {key}: " + ", ".join(inline(i) for i in ids[:50]) + (" …" if len(ids) > 50 else ""))
-        lines += [
-            "",
-            "The fixtures changed without a pin update. Run this locally (not in CI), review the diff of the pins file, and commit it in this PR:",
-            "",
-            fenced(pin_command(report.run), "sh"),
-        ]
-    return lines + [""]
+                lines.append(f"- {key}: {_ids(ids, 50)}")
+        lines += ["", "The fixtures changed without a pin update: the next steps say how to re-pin."]
+    state = "no pins yet" if f.pinned_hash is None else ("changed since the pins" if f.changed else "match the pins")
+    return folded("Fixtures", [*lines, ""], detail, f": {state}")
 
 
 def _brief(side: PinBrief | None) -> str:
+    """A pin or a run in words: `right · 70 chars · 20 tok · 412 ms`, or – for none."""
     if side is None:
         return "–"
-    return f"{side.label} {fmt_num(side.chars)}c {fmt_num(side.tokens)}t {fmt_num(side.ms)}ms"
+    return " · ".join(p for p in (cell(side.label), measures(side.chars, side.tokens, side.ms)) if p)
 
 
-def base_section(report: Report, only_changed: bool) -> list[str]:
+def pins_update_section(report: Report, detail: Detail) -> list[str]:
+    """When this run wrote the pins: what moved, and which regressions the new baseline accepts."""
+    update = report.pins_update
+    if not update:
+        return []
+    lines = []
+    if update.accepted_regressions:
+        lines += ["**Accepted into the baseline** (regressions against the previous pins): " + _ids(update.accepted_regressions), ""]
+    if update.previous_alerts:
+        lines += ["The previous pins raised: " + ", ".join(f"`{a}`" for a in update.previous_alerts), ""]
+    if update.removed:
+        lines += ["Removed: " + _ids(update.removed), ""]
+    rows = [[cell(m.id, 60), _brief(m.from_), _brief(m.to)] for m in update.moved]
+    lines += [f"{plural(len(rows), 'pin')} moved.", ""]
+    if rows:
+        lines += [table(["case", "previous pin", "new pin"], rows), ""]
+    return folded("Pins written by this run", lines, detail, f": {len(rows)} moved")
+
+
+def base_section(report: Report, detail: Detail) -> list[str]:
+    """The base branch's pins against this PR's and this run: every row in full, only the changed ones in a comment."""
     base = report.base
     if not base:
         return []
-    lines = ["### Pins: base branch → this PR → this run", ""]
+    lines = []
     if base.error:
         lines += [f"> base branch pins unavailable: {inline(base.error)}", ""]
     elif not base.present:
         lines += ["> the base branch has no pins yet (first pins in this PR)", ""]
     diff = base.diff
     changed = [d for d in diff if d.pin_changed]
-    shown = changed if only_changed else sorted(diff, key=lambda d: not d.pin_changed)
-    lines.append(f"{len(changed)} of {len(diff)} case pins changed in this PR (marked **bold**).")
-    lines.append("")
+    shown = sorted(diff, key=lambda d: not d.pin_changed) if detail is Detail.FULL else changed
+    limit = FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None
+    lines += [f"{len(changed)} of {len(diff)} case pins changed in this PR" + (" (marked **bold**)." if detail is Detail.FULL else "."), ""]
     for kind in ("added", "removed", "modified"):
         ids = [d.id for d in diff if d.fixture == kind]
         if ids:
-            lines.append(f"- fixture cases {kind} by this PR: " + ", ".join(inline(i) for i in ids[:50]) + (" …" if len(ids) > 50 else ""))
+            lines.append(f"- fixture cases {kind} by this PR: {_ids(ids, 50)}")
     if any(d.fixture for d in diff):
         lines.append("")
     if shown:
         rows = [
             [f"**{cell(d.id, 60)}**" if d.pin_changed else cell(d.id, 60), d.fixture or "", _brief(d.base), _brief(d.head), _brief(d.run)]
-            for d in shown
+            for d in shown[:limit]
         ]
         lines += [table(["case", "fixture", "base pin", "head pin", "this run"], rows), ""]
-    return lines
-
-
-def pins_update_section(report: Report) -> list[str]:
-    """When this run wrote the pins: what moved, and which regressions the new baseline accepts."""
-    update = report.pins_update
-    if not update:
-        return []
-    lines = ["### Pins written by this run", ""]
-    if update.accepted_regressions:
-        lines.append("**Accepted into the baseline** (regressions against the previous pins): " + ", ".join(inline(i) for i in update.accepted_regressions))
-        lines.append("")
-    if update.previous_alerts:
-        lines += ["The previous pins raised: " + ", ".join(f"`{a}`" for a in update.previous_alerts), ""]
-    if update.removed:
-        lines += ["Removed: " + ", ".join(inline(i) for i in update.removed), ""]
-    rows = [[cell(m.id, 60), _brief(m.from_), _brief(m.to)] for m in update.moved]
-    lines += [f"{len(rows)} pins moved.", ""]
-    if rows:
-        lines += [table(["case", "previous pin", "new pin"], rows), ""]
-    return lines
+    if limit is not None and len(shown) > limit:
+        lines += [f"_… and {len(shown) - limit} more changed pins: see the job summary and report files._", ""]
+    return folded("Pins: base branch → this PR → this run", lines, detail, f": {len(changed)} of {len(diff)} changed")
 
 
 def cases_section(report: Report, detail: Detail) -> list[str]:
-    cases = report.cases
+    """Every case with its measures and its pin's; the smallest comment level keeps only the cases not stable."""
+    cases = list(report.cases)
+    note = ["`~` marks a token count estimated as chars/4 (the server reported no usage).", ""]
+    title = f"All cases ({len(cases)})"
     if detail is Detail.FAILING:
-        left = sum(1 for c in cases if c.channel is Channel.STABLE)
-        return [f"_{left} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
+        failing = [c for c in cases if c.gate is not Gate.PASS]
+        more = len(failing) - FAILING_ROWS_IN_COMMENT
+        title = f"Cases not stable ({len(failing)})"
+        note = [(f"_… and {more} more not-stable cases. " if more > 0 else "_")
+                + f"{len(cases) - len(failing)} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
+        cases = failing[:FAILING_ROWS_IN_COMMENT]
     # Streamed runs also show time to first token, so slower prefill and longer generation are told apart.
     streamed = any(c.ttft_ms is not None for c in cases)
     rows = []
@@ -265,26 +449,24 @@ def cases_section(report: Report, detail: Detail) -> list[str]:
         ])
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
-    body = table(headers, rows)
-    note = "`~` marks a token count estimated as chars/4 (the server reported no usage)."
-    if detail is Detail.COLLAPSED:
-        return [f"<details><summary>All {len(cases)} cases</summary>", "", body, "", note, "", "</details>", ""]
-    return [f"### All cases ({len(cases)})", "", body, "", note, ""]
+    return folded(title, [table(headers, rows), "", *note], detail)
 
 
 def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None) -> str:
-    """The whole report as Markdown. ``detail``: full, collapsed (per-case tables folded), failing."""
+    """The report as Markdown. ``detail``: full (report.md), collapsed or failing (the comment's levels)."""
     detail = Detail(detail)
     parts: list[str] = []
     parts += headline(report, title)
     parts += alerts_section(report)
-    parts += failing_section(report, None if detail is Detail.FULL else FAILING_ROWS_IN_COMMENT)
-    parts += channels_section(report)
-    parts += strata_section(report)
-    parts += labels_section(report)
-    parts += lanes_section(report)
-    parts += fixtures_section(report)
-    parts += pins_update_section(report)
-    parts += base_section(report, only_changed=detail is Detail.FAILING)
+    parts += broken_section(report, detail)
+    parts += next_steps_section(report)
+    parts += grid_section(report)
+    parts += time_chart_section(report)
+    parts += tolerated_section(report, detail)
+    parts += labels_section(report, detail)
+    parts += lanes_section(report, detail)
+    parts += fixtures_section(report, detail)
+    parts += pins_update_section(report, detail)
+    parts += base_section(report, detail)
     parts += cases_section(report, detail)
     return "\n".join(parts).rstrip() + "\n"

@@ -10,6 +10,9 @@ from .trim import trim_markdown
 
 # GitHub rejects longer issue comments with 422 "Body is too long (maximum is 65536 characters)".
 COMMENT_LIMIT = 65536
+# The comment is the report's short form: its first screen says what broke and what to do, the
+# rest is folded; the smaller level also cuts the long tables. report.md is the full form.
+COMMENT_DETAILS = (Detail.COLLAPSED, Detail.FAILING)
 
 _MARKER_KEY_DISALLOWED = re.compile(r"[^A-Za-z0-9._/-]+")
 _MARKER_KEY_MAX = 100
@@ -39,12 +42,12 @@ def with_marker(body: str, marker: str) -> str:
 
 
 def fit_comment(render: Callable[[Detail], str], limit: int = COMMENT_LIMIT, margin: int = 2000) -> str:
-    """The most detailed `render(detail)` within `limit - margin` characters, else the least detailed, trimmed."""
+    """The most detailed comment level of `render(detail)` within `limit - margin` characters, else the least detailed, trimmed."""
     budget = limit - margin
     if budget <= 0:
         raise ValueError(f"limit - margin must be positive, got {limit} - {margin}")
     text = ""
-    for detail in Detail:
+    for detail in COMMENT_DETAILS:
         # Render lazily: a big suite's full table is only built when it might be used.
         text = render(detail)
         if len(text) <= budget:

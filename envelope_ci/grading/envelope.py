@@ -16,8 +16,12 @@ from ..providers.openai_chat import error_message, read_reply
 
 # Statuses a client should treat as the path failing, not the request being bad.
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-# What may be left of a literal or a number when the text is cut inside it ("tr", "-", "1.", "2e+").
-_CUT_TOKEN = re.compile(r"(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?)")
+# Why a stream that ended before any finish_reason is a drop (the live client counts these).
+STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it mid-answer)"
+# One token cut short by the end of the text, from where the parser complains about it: a literal
+# ("tr"), a number's sign, fraction or exponent ("-", "1.", "2e+"), a string with no closing quote
+# (reported from its opening quote), or a \u escape (reported from its "u": "caf\u00").
+_CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,10 @@ def cut_mid_value(text: str) -> bool:
     try:
         json.loads(stripped)
     except json.JSONDecodeError as exc:
-        # Cut: the parser wanted more at the very end, or inside a string, literal or number
-        # running to the end; a stray "}" or "]" (a trailing comma) is malformed, not cut.
-        return exc.pos >= len(stripped) or "Unterminated string" in exc.msg or bool(_CUT_TOKEN.fullmatch(stripped[exc.pos:]))
+        # Cut whatever the complaint, when its position is the end of the text: the parser wanted
+        # more there, or the token it choked on runs to the end. A stray "}" (a trailing comma)
+        # or a bad escape followed by more text is malformed, not cut.
+        return exc.pos >= len(stripped) or bool(_CUT_TOKEN.fullmatch(stripped, exc.pos))
     return False
 
 
@@ -96,8 +101,10 @@ def judge(envelope: Envelope) -> Judgement:
     reply = read_reply(body)
     if reply is None:
         return Judgement(Label.EMPTY, ("HTTP 200 with no choices",), None)
-    if envelope.stream_complete is False and reply.finish_reason is None:
-        return Judgement(Label.TRUNCATED, ("stream ended before a finish_reason",), reply)
+    if envelope.stream_complete is False:
+        # The server cut the stream, not the model its answer: llama-cpp-python ends a stream with a
+        # bare [DONE] when the next request arrives, proxies close it at their timeout. Retry it.
+        return Judgement(Label.DROP, (STREAM_CUT,), reply)
     return _judge_reply(reply)
 
 
@@ -117,6 +124,11 @@ def _judge_reply(reply: Reply) -> Judgement:
     if speaks_json(reply) and cut_mid_value(json_payload(reply)):
         return Judgement(Label.TRUNCATED, (*notes, "JSON stops mid-value"), reply)
     return Judgement(None, tuple(notes), reply)
+
+
+def stream_was_cut(envelope: Envelope) -> bool:
+    """Whether the server cut this stream before its end (a drop the run counts: see ``STREAM_CUT``)."""
+    return envelope.stream_complete is False and STREAM_CUT in judge(envelope).reasons
 
 
 def transport_label(envelope: Envelope) -> Label | None:

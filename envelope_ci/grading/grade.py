@@ -50,7 +50,10 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
     if judged.label is not None or judged.reply is None:
         return judged.label or Label.EMPTY, reasons, judged.reply
     reply = judged.reply
-    answer = Answer(spoken_text(reply))
+    if reply.tool_calls and not (reply.content and reply.content.strip()) and "tools" not in case.request:
+        return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"], reply
+    # Assertions read the message text only, never a tool call's name or arguments.
+    answer = Answer(reply.content or reply.refusal or "")
     if case.reads_json:
         if not speaks_json(reply):
             if case.wants_json:
@@ -68,6 +71,11 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
         if failed:
             return label, reasons + failed, reply
     return Label.RIGHT, reasons, reply
+
+
+def _call_names(reply: Reply) -> str:
+    names = [str(fn.get("name", "?")) for call in reply.tool_calls if isinstance(fn := call.get("function"), dict)]
+    return ", ".join(names) or "(unnamed)"
 
 
 def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]]) -> dict[str, list[Grade]]:

@@ -11,6 +11,7 @@ from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
 from ..model import Gate, Outcome, Pins
 from .model import REPORT_VERSION, Alert, BaseDiff, BaseDiffRow, CaseRow, PinBrief, PinsUpdate, Report, RunInfo
+from .next_steps import next_steps
 
 PREVIEW_CHARS = 240
 
@@ -113,5 +114,6 @@ def build_report(
         run=run,
         base=base,
         pins_update=pins_update,
+        next_steps=next_steps(analysis, run),
         cases=tuple(case_row(r, g) for r, g in zip(results, analysis.gates, strict=True)),
     )

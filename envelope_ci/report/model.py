@@ -146,6 +146,14 @@ class PinsUpdate:
 
 
 @dataclass(frozen=True)
+class NextStep:
+    """What to do about a red or inconclusive run: a sentence, and the exact command when there is one."""
+
+    why: str
+    command: str | None
+
+
+@dataclass(frozen=True)
 class CaseRow:
     """One case: its label, channel, measurements, outcome against its pin, and its gate."""
 
@@ -201,6 +209,7 @@ class Report:
     run: RunInfo
     base: BaseDiff | None
     pins_update: PinsUpdate | None = field(default=None, metadata={"omit_none": True})
+    next_steps: tuple[NextStep, ...] = ()
     cases: tuple[CaseRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from ..model import STRATA, Case
 from ..parallel import parallel_map
 from .files import CASE_SUFFIXES, case_files
 from .parse import RawCase, parse_file
+from .recordings import envelope_problem
 
-_REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format")
+_REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
 
 
 @lru_cache(maxsize=1)
@@ -93,10 +94,14 @@ def validate_raw(raw: RawCase) -> list[Problem]:
     if not isinstance(raw.data, dict):
         return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
     if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
-        return [Problem(raw.file, raw.line, None, "this is a recordings line (--record output), not a case: "
-                        "keep recordings outside the fixtures directory and grade them with --replay FILE")]
+        return [Problem(raw.file, raw.line, None, f"{_RECORDINGS_LINE}: keep recordings outside the fixtures directory and grade them with --replay FILE")]
     problems = []
+    recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
+    if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
+        problems.append(Problem(raw.file, raw.key_lines.get("recorded", raw.line), recorded_problem[0], recorded_problem[1]))
     for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
+        if error.absolute_path and error.absolute_path[0] == "recorded":
+            continue
         if error.validator in ("oneOf", "anyOf") and error.absolute_path:
             error = jsonschema.exceptions.best_match([error])  # the likeliest branch's own complaint
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -180,6 +185,22 @@ def build_case(raw: RawCase, case_digest: str | None = None) -> Case:
     )
 
 
+_RECORDINGS_LINE = "this is a recordings line (--record output), not a case"
+
+
+def _one_per_recordings_file(problems: list[Problem]) -> list[Problem]:
+    """A recordings file left among the fixtures is one problem, not one per line."""
+    counts: dict[str, int] = {}
+    for p in problems:
+        if p.message.startswith(_RECORDINGS_LINE):
+            counts[p.file] = counts.get(p.file, 0) + 1
+    out = [p for p in problems if not p.message.startswith(_RECORDINGS_LINE)]
+    for file, count in counts.items():
+        out.append(Problem(file, None, None, f"this is a recordings file (--record output, {count} line(s)), not fixtures: "
+                           "keep recordings outside the fixtures directory and grade them with --replay FILE"))
+    return out
+
+
 def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> list[Case]:
     """Every case under ``root``, validated; all problems raised together."""
     if not root.is_dir():
@@ -205,7 +226,7 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
         first_seen[case.id] = f"{raw.file}:{raw.line}" if raw.line else raw.file
         cases.append(case)
     if problems:
-        raise UsageError(sorted(problems, key=lambda p: p.file))  # stable: file order, then as found
+        raise UsageError(sorted(_one_per_recordings_file(problems), key=lambda p: p.file))  # stable: file order, then as found
     if not cases:
         raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
     return cases

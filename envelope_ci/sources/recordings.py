@@ -6,6 +6,7 @@ as it arrives, so a crash loses nothing already received.
 """
 from __future__ import annotations
 
+import difflib
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -98,13 +99,23 @@ def envelope_problem(recorded: Any) -> tuple[str, str] | None:
     for index, env in enumerate(items):
         if _plainly_valid(env):
             continue
-        error = next(validator.iter_errors(env), None)
-        if error is not None:
-            error = jsonschema.exceptions.best_match(validator.iter_errors(env)) or error
+        errors = list(validator.iter_errors(env))
+        if errors:
             prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
-            where = ".".join(str(p) for p in error.absolute_path)
-            return prefix + (f".{where}" if where else ""), error.message
+            return _envelope_error(prefix, env, errors)
     return None
+
+
+def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationError]) -> tuple[str, str]:
+    """The one error to show for an envelope: a misspelled key first (with a did-you-mean), else the likeliest."""
+    if isinstance(env, dict):
+        unknown = sorted(str(k) for k in env if k not in _ENVELOPE_KEYS)
+        if unknown:
+            guess = difflib.get_close_matches(unknown[0], sorted(_ENVELOPE_KEYS), n=1)
+            return f"{prefix}.{unknown[0]}", "unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else "")
+    error = jsonschema.exceptions.best_match(errors) or errors[0]
+    where = ".".join(str(p) for p in error.absolute_path)
+    return prefix + (f".{where}" if where else ""), error.message
 
 
 def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]:

@@ -31,6 +31,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "thin_below": {"type": "integer", "minimum": 0},
         "require_strata": {"type": "boolean"},
         "min_delivered_share": _RATE,
+        "fingerprint_change": {"enum": ["fail", "warn"]},
+        "baseline_lowered": {"enum": ["warn", "fail"]},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }

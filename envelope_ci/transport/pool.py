@@ -5,7 +5,7 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +16,42 @@ from ..secrets import Secrets
 from ..sources.recordings import RecordingWriter
 from .http import Client, ClientSettings
 from .progress import Progress
-from .retry import Budget, Throttle, call_with_retries
+from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
 
 DEFAULT_RETRY = RetryPolicy()
 Job = tuple[int, int]  # (case index, repeat)
 
 
+# From this many cut streams on, a run suggests --concurrency 1: one cut is a hiccup, several a pattern.
+CUT_STREAMS_NOTE_AT = 2
+
+
 @dataclass
 class LiveOutcome:
-    """Envelopes per case id (repeats in order), and whether the run was cut short."""
+    """Envelopes per case id (repeats in order), whether the run was cut short, and what the server did to it."""
 
     envelopes: dict[str, list[Envelope]]
     interrupted: bool = False
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # why an interrupted run judges nothing
+    cut_streams: int = 0  # attempts whose stream the server cut before a finish_reason (retried as drops)
+    rate_limit_wait_s: float = 0.0  # how long the run was paused on 429s
+    rate_limit_spent: bool = False  # the run reached --max-rate-limit-wait: cases left were not run
+    concurrency: int = 1
+
+    def remarks(self) -> list[str]:
+        """Report notes on how the endpoint behaved: what a reader should change, or know, about this run."""
+        out = []
+        if self.cut_streams >= CUT_STREAMS_NOTE_AT:
+            out.append(f"the server cut {self.cut_streams} streamed response(s) before a finish_reason (retried as drops): " + (
+                "it may serve one request at a time (llama-cpp-python cuts a stream when the next request arrives, "
+                "unless started with --interrupt_requests False); try --concurrency 1" if self.concurrency > 1 else
+                "one request at a time, so not for another request: a proxy's timeout shorter than the answers take?"))
+        if self.rate_limit_spent:
+            out.append(f"rate limited: the run stopped after waiting {self.rate_limit_wait_s:.1f} s on 429s (--max-rate-limit-wait); "
+                       "the cases left are undelivered")
+        elif self.rate_limit_wait_s > 0:
+            out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on 429s (attempts are not counted against --max-attempts)")
+        return out
 
 
 def run_live(
@@ -58,7 +81,7 @@ def run_live(
     _join(threads, pool.stop, grace_s)
     if writer:
         writer.close()
-    return pool.outcome()
+    return replace(pool.outcome(), concurrency=len(threads))
 
 
 def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float) -> None:
@@ -85,15 +108,16 @@ class _Pool:
         self._job_lock = threading.Lock()
         self._done_lock = threading.Lock()  # results and recording lines in the same (finishing) order
         self.results: dict[Job, Envelope] = {}
-        self.throttle = Throttle(stop)
+        self.throttle = Throttle(stop, policy.max_rate_limit_wait_s)
         self.budget = Budget(policy.run_budget)
+        self.cut_streams = 0
 
     def work(self, index: int, seed: int | None) -> None:
         """One worker: its own connection pool, taking jobs until none are left or the run stops."""
         client = Client(self.provider, self.settings, self.secrets)
         rng = random.Random(None if seed is None else seed + index)
         try:
-            while not self.stop.is_set():
+            while not self.stop.is_set() and not self.throttle.spent:  # spent: the server will not have us
                 job = self._take()
                 if job is None:
                     return
@@ -117,22 +141,25 @@ class _Pool:
     def _finish(self, job: Job, case: Case, env: Envelope, log: list[dict[str, Any]]) -> None:
         with self._done_lock:
             self.results[job] = env
+            self.cut_streams += sum(1 for entry in log if entry.get("stream_cut"))
             if self.writer:
                 self.writer.write(case.id, env, log)
         if self.progress:
             self.progress.tick(log[-1]["label"])
 
     def outcome(self) -> LiveOutcome:
-        """Envelopes per case; a case never finished gets a drop that says so."""
-        outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set())
+        """Envelopes per case; a case never finished gets a drop that says why."""
+        outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(), cut_streams=self.cut_streams,
+                              rate_limit_wait_s=self.throttle.waited_s, rate_limit_spent=self.throttle.spent)
         # A case's repeats in the order they finished, as the recording lists them, so --replay sees the same run.
         with self._done_lock:
             finished = list(self.results.items())
         for (i, _), env in finished:
             outcome.envelopes[self.cases[i].id].append(env)
         missing = [c.id for c in self.cases if not outcome.envelopes[c.id]]
+        why = "the run was interrupted" if outcome.interrupted else rate_limit_spent(self.policy.max_rate_limit_wait_s)
         for cid in missing:
-            outcome.envelopes[cid] = [Envelope(error="not run: the run was interrupted before this case finished")]
+            outcome.envelopes[cid] = [Envelope(error=f"not run: {why} before this case finished")]
         if outcome.interrupted:
             outcome.notes.append(f"interrupted: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
         return outcome

@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..grading.envelope import transport_label
+from ..grading.envelope import stream_was_cut, transport_label
 from ..grading.grade import grade
 from ..model import Case, Envelope, Label, RetryPolicy
 from .http import Client
 from .reading import OVERSIZED
-from .retry_after import retry_after_s
+from .retry_after import rate_limit_reset_s, retry_after_s
 
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 _RETRYABLE_4XX = (408, 409, 425, 429)
@@ -60,16 +61,32 @@ def backoff_s(attempt: int, policy: RetryPolicy, rng: random.Random) -> float:
 
 
 class Throttle:
-    """Run-wide pause: when the server says 429, every worker waits, not just the one that was told."""
+    """Run-wide pause: when the server says 429, every worker waits, not just the one that was told.
 
-    def __init__(self, stop: threading.Event) -> None:
+    It also keeps the run's total pause, bounded by ``max_wait_s`` (--max-rate-limit-wait): waiting
+    on rate limits costs no attempts, so this cap is what stops a run that is limited for good.
+    """
+
+    def __init__(self, stop: threading.Event, max_wait_s: float = math.inf) -> None:
         self._until = 0.0
         self._lock = threading.Lock()
         self._stop = stop
+        self.max_wait_s = max_wait_s
+        self.waited_s = 0.0  # the run's pause so far: overlapping pauses count once
+        self.spent = False  # a pause was refused: the run may wait no longer
 
-    def pause(self, seconds: float) -> None:
+    def pause(self, seconds: float) -> bool:
+        """Pause the run ``seconds`` from now; False, pausing nothing, when that would pass the cap."""
         with self._lock:
-            self._until = max(self._until, time.monotonic() + seconds)
+            now = time.monotonic()
+            until = max(self._until, now + seconds)
+            more = until - max(self._until, now)
+            if self.spent or self.waited_s + more > self.max_wait_s:
+                self.spent = True
+                return False
+            self.waited_s += more
+            self._until = until
+            return True
 
     def wait(self) -> None:
         while not self._stop.is_set():
@@ -103,29 +120,37 @@ def call_with_retries(
     stop: threading.Event,
     rng: random.Random,
 ) -> tuple[Envelope, AttemptLog]:
-    """Attempts until an answer, a failure not worth retrying, or a spent budget; with the log of each attempt."""
+    """Attempts until an answer, a failure not worth retrying, or a spent budget; with the log of each attempt.
+
+    A 429 is the server pacing the run, not the case failing: the run waits it out, and it uses
+    neither the case's attempts (--max-attempts) nor the run's retry budget; the throttle's cap
+    bounds that waiting instead.
+    """
     log: AttemptLog = []
-    attempt = 0
+    tries = _Tries()
     while True:
         throttle.wait()
-        attempt += 1
         env = client.attempt(case)
-        entry = _log_entry(attempt, env, case)
+        entry = _log_entry(len(log) + 1, env, case)
         log.append(entry)
         failure = transport_label(env)
         retry, why = retry_verdict(env, failure)
         if not retry:
-            return replace(env, attempts=attempt, notes=(f"not retried: {why}",) if failure is not None else ()), log
+            return replace(env, attempts=len(log), notes=(f"not retried: {why}",) if failure is not None else ()), log
+        limited = env.http_status == 429
+        in_a_row = tries.add(limited)
         wanted = retry_after_s(env.headers)
-        gave_up = _reason_to_stop(wanted, attempt, policy, budget, stop)
+        if wanted is None and limited:
+            wanted = rate_limit_reset_s(env.headers)
+        gave_up = _reason_to_stop(wanted, tries, limited, policy, budget, stop)
         if not gave_up:
             # Retry-After 0 or negative (Azure sends -1) is no wait at all: back off instead of hammering.
-            delay = wanted if wanted is not None and wanted > 0 else backoff_s(attempt, policy, rng)
+            delay = wanted if wanted is not None and wanted > 0 else backoff_s(in_a_row, policy, rng)
             entry["retry_in_s"] = round(delay, 3)
-            gave_up = _wait(delay, env.http_status == 429, throttle, stop)
+            gave_up = _rate_limit_wait(delay, throttle, stop) if limited else _wait(delay, stop)
         if gave_up:
             entry["gave_up"] = gave_up
-            return replace(env, attempts=attempt, notes=(gave_up,)), log
+            return replace(env, attempts=len(log), notes=(gave_up,)), log
 
 
 def _log_entry(attempt: int, env: Envelope, case: Case) -> dict[str, Any]:
@@ -133,27 +158,56 @@ def _log_entry(attempt: int, env: Envelope, case: Case) -> dict[str, Any]:
     entry: dict[str, Any] = {"attempt": attempt, "label": grade(env, case).label.value, "http_status": env.http_status, "elapsed_ms": env.elapsed_ms}
     if env.error:
         entry["error"] = env.error
+    if stream_was_cut(env):
+        entry["stream_cut"] = True  # the pool counts these: several suggest a server serving one request at a time
     return entry
 
 
-def _reason_to_stop(wanted: float | None, attempt: int, policy: RetryPolicy, budget: Budget, stop: threading.Event) -> str | None:
-    """Why a retryable failure gets no retry after all; None to go on (which spends one from the run's budget)."""
+@dataclass
+class _Tries:
+    """One case's failed attempts so far: rate-limited ones, and the others (which --max-attempts counts)."""
+
+    limited: int = 0
+    counted: int = 0
+
+    def add(self, limited: bool) -> int:
+        """Count one failed attempt; how many of its kind there have been (the backoff's exponent)."""
+        if limited:
+            self.limited += 1
+            return self.limited
+        self.counted += 1
+        return self.counted
+
+
+def _reason_to_stop(wanted: float | None, tries: _Tries, limited: bool, policy: RetryPolicy, budget: Budget,
+                    stop: threading.Event) -> str | None:
+    """Why a retryable failure gets no retry after all; None to go on (which spends one from the run's budget unless rate-limited)."""
     if wanted is not None and wanted > policy.max_retry_after_s:
         return f"the server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s (--max-retry-after)"
-    if attempt >= policy.max_attempts:
-        return f"gave up after {attempt} attempt(s) (--max-attempts)"
+    if not limited and tries.counted >= policy.max_attempts:
+        besides = f", besides {tries.limited} rate-limited one(s)" if tries.limited else ""
+        return f"gave up after {tries.counted} attempt(s){besides} (--max-attempts)"
     if stop.is_set():
         return "interrupted before a retry"
-    if not budget.take():
+    if not limited and not budget.take():
         return f"the run's retry budget is spent (--retry-budget {policy.run_budget})"
     return None
 
 
-def _wait(delay: float, rate_limited: bool, throttle: Throttle, stop: threading.Event) -> str | None:
-    """Sleep before a retry (a 429 pauses the whole run); why not to retry if interrupted meanwhile."""
-    if rate_limited:
-        throttle.pause(delay)
-        throttle.wait()
-    else:
-        stop.wait(delay)
+def _rate_limit_wait(delay: float, throttle: Throttle, stop: threading.Event) -> str | None:
+    """Pause the whole run before retrying a 429; why not to retry when the run's wait is spent or it was interrupted."""
+    if not throttle.pause(delay):
+        return rate_limit_spent(throttle.max_wait_s)
+    throttle.wait()
+    return "interrupted before a retry" if stop.is_set() else None
+
+
+def rate_limit_spent(max_wait_s: float) -> str:
+    """The reason a case is undelivered once the run has waited on 429s as long as it may."""
+    return f"rate limited: the run has waited on 429s as long as --max-rate-limit-wait allows ({max_wait_s:g} s)"
+
+
+def _wait(delay: float, stop: threading.Event) -> str | None:
+    """Sleep before a retry; why not to retry if interrupted meanwhile."""
+    stop.wait(delay)
     return "interrupted before a retry" if stop.is_set() else None  # do not send the retry early

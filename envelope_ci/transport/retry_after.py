@@ -1,8 +1,9 @@
-"""The one Retry-After parser: how long a server asked us to wait."""
+"""The one Retry-After parser: how long a server asked us to wait, and when its rate limit resets."""
 from __future__ import annotations
 
 import datetime
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 
@@ -22,6 +23,38 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
         return None
     seconds = _seconds(value)
     return seconds if seconds is not None else _until_date(value, time.time() if now is None else now)
+
+
+# A Go duration, as OpenAI writes x-ratelimit-reset-*: "1s", "6m0s", "20ms", "1h2m3.5s".
+_DURATION = re.compile(r"(\d+(?:\.\d*)?)(h|ms|us|µs|ns|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def rate_limit_reset_s(headers: Mapping[str, str]) -> float | None:
+    """When a 429 without Retry-After says its limit resets (``x-ratelimit-reset-requests``/``-tokens``).
+
+    The reset of the limit that is used up (its ``x-ratelimit-remaining-*`` is 0) if the headers
+    say which; else the later of the two, so the retry does not arrive before either limit allows it.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")}
+    known = {kind: wait for kind, wait in resets.items() if wait is not None}
+    spent = [wait for kind, wait in known.items() if str(lowered.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"]
+    return max(spent or known.values(), default=None)
+
+
+def duration_s(value: str | None) -> float | None:
+    """A Go duration ("6m0s", "20ms") or plain seconds ("1.5"), in seconds; None when unreadable."""
+    if value is None:
+        return None
+    text = value.strip()
+    plain = _seconds(text)
+    if plain is not None:
+        return plain
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -1,0 +1,97 @@
+"""What to do about a red or inconclusive run: one place words each next step and its exact command.
+
+Every output (console, report.md, the comment) shows these, so a team never has to work
+out from the tables which command moves them forward.
+"""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from ..analysis.analyse import Analysis
+from ..model import Outcome, Verdict
+from .model import NextStep, RunInfo
+
+_LISTED = 5
+# Alerts a re-pin answers, and alerts that need the suite itself changed.
+_SUITE_ALERTS = {
+    "stretch_too_easy": "the stretch stratum has become easy: add harder stretch cases (or raise stretch_high in envelope-ci.yaml)",
+    "ceiling": "every stratum is at its ceiling, so the suite can no longer fail: replace stretch cases with harder ones",
+    "thin_stratum": "a stratum has too few cases to tell luck from coverage: add cases to it (thin_below in envelope-ci.yaml)",
+    "baseline_lowered": "this PR's pins lower the baseline of cases the base branch had right and stable: restore those pins, "
+                        "or have a code owner approve the lowered baseline and set baseline_lowered: warn",
+}
+
+
+def _ids(ids: Sequence[str]) -> str:
+    return ", ".join(ids[:_LISTED]) + (" ..." if len(ids) > _LISTED else "")
+
+
+def _run_words(run: RunInfo) -> list[str]:
+    """The flags that make another run the same kind of run as this one."""
+    words = ["envelope-ci", "run", run.fixtures_dir, "--pins", run.pins]
+    if run.endpoint_class not in (None, "unspecified"):
+        words += ["--endpoint-class", run.endpoint_class]
+    if run.temperature:
+        words += ["--temperature", str(run.temperature)]
+    if run.mode == "replay" and run.replay:
+        words += ["--replay", run.replay]
+    if run.repeats > 1:
+        words += ["--repeats", str(run.repeats)]
+    return words
+
+
+def _command(words: list[str], run: RunInfo) -> str:
+    command = " ".join(shlex.quote(str(w)) for w in words)
+    if run.mode == "live":
+        command += f' --base-url "$EVAL_BASE_URL" --model {shlex.quote(str(run.model_requested or "MODEL"))}'
+    return command
+
+
+def pin_command(run: RunInfo, move_baseline: bool = False) -> str:
+    """The command that rewrites the pins from the same kind of run as this one (locally, then commit)."""
+    tail = ["--lane", "adjudication"] + (["--move-baseline"] if move_baseline else [])
+    return _command(_run_words(run) + tail, run) + " --write-pins"
+
+
+def rerun_command(run: RunInfo) -> str:
+    """The command that runs this run again."""
+    return _command(_run_words(run) + ["--lane", run.lane], run)
+
+
+def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
+    """The next steps for this run, most pressing first; none for a pass."""
+    if analysis.verdict is Verdict.PASS:
+        return ()
+    codes = {a.code for a in analysis.alerts}
+    steps: list[NextStep] = []
+    if "fixtures_changed" in codes:
+        steps.append(NextStep("the fixtures changed without a pin update: re-pin locally on an adjudication run, review the diff "
+                              "of the pins file and commit it in this PR", pin_command(run)))
+    if "fingerprint_changed" in codes:
+        steps.append(NextStep("cases ran under another fingerprint than their pins (model, endpoint class or temperature): if that "
+                              "change is intended, re-pin under it; otherwise run with the pinned settings", pin_command(run, move_baseline=True)))
+    regressions = [r.case.id for r in analysis.results if r.outcome is Outcome.REGRESSION]
+    if regressions:
+        steps.append(NextStep(f"{len(regressions)} case(s) regressed ({_ids(regressions)}): fix the prompt or the model; if the new "
+                              "answers are what you want, re-pin to accept them", pin_command(run)))
+    floors = [a for a in analysis.alerts if a.code.endswith("_regression")]
+    if floors and not regressions:
+        steps.append(NextStep("a stratum is below its floor (" + "; ".join(a.message for a in floors) + "): fix the failing cases, "
+                              "or move cases that are harder than their stratum", None))
+    steps += [NextStep(why, None) for code, why in _SUITE_ALERTS.items() if code in codes]
+    steps += _inconclusive_steps(analysis, run)
+    return tuple(steps)
+
+
+def _inconclusive_steps(analysis: Analysis, run: RunInfo) -> list[NextStep]:
+    """Why the run could not judge, and how to get a run that can."""
+    steps = []
+    undelivered = [r for r in analysis.results if not r.delivered]
+    if undelivered:
+        first = undelivered[0].reasons[0] if undelivered[0].reasons else "no response"
+        steps.append(NextStep(f"{len(undelivered)} case(s) got no gradeable answer ({_ids([r.case.id for r in undelivered])}; "
+                              f"first: {first}): check the endpoint and the network, then run again", rerun_command(run)))
+    if analysis.blockers and not undelivered:
+        steps.append(NextStep("the run could not judge everything (" + "; ".join(analysis.blockers[:3]) + "): run it again", rerun_command(run)))
+    return steps

@@ -25,7 +25,7 @@ from .report.build import base_diff_rows, build_report, scrub
 from .report.model import BaseDiff, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
 from .sources.cases import load_cases
-from .sources.files import fixture_digests, hash_of_digests
+from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
 from .sources.recordings import load_recordings, offline_envelopes
 from .sources.settings import FileConfig, load_file_config
@@ -169,7 +169,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
         if early:
             raise UsageError(early)
-    digests = fixture_digests(config.fixtures_dir, excluded)
+    digests = suite_digests(config.fixtures_dir, excluded, cases)
     current_hash = hash_of_digests(digests)
     gathered = _envelopes(config, cases, settings, fetch)
     grades = grade_all(cases, gathered.envelopes)

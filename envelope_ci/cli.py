@@ -140,13 +140,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_hash(args: argparse.Namespace) -> int:
     from .sources.cases import load_cases
-    from .sources.files import fixtures_hash
+    from .sources.files import hash_of_digests, suite_digests
 
     excluded = {(args.pins or args.fixtures / PINS_NAME).resolve()}
     if args.replay:
         excluded.add(args.replay.resolve())
-    load_cases(args.fixtures, excluded)  # a hash of a broken suite is no use: validate first
-    print(fixtures_hash(args.fixtures, excluded))
+    cases = load_cases(args.fixtures, excluded)  # a hash of a broken suite is no use: validate first
+    print(hash_of_digests(suite_digests(args.fixtures, excluded, cases)))
     return int(ExitCode.PASS)
 
 

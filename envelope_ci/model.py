@@ -156,6 +156,7 @@ class Case:
     completion: str | None = None
     recorded: tuple[Mapping[str, Any], ...] | None = None
     request: Mapping[str, Any] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
 
     @property
     def wants_json(self) -> bool:

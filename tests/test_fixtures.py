@@ -11,11 +11,16 @@ from conftest import EXAMPLES, chat_body, make_suite, recorded, transport_error,
 from envelope_ci.errors import Problem, UsageError
 from envelope_ci.model import Envelope
 from envelope_ci.sources.cases import case_schema, load_cases
-from envelope_ci.sources.files import fixtures_hash
+from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES
 from envelope_ci.sources.recordings import load_recordings, offline_envelopes
 
 pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def fixtures_hash(root, exclude):
+    """The hash over the fixtures directory's own files."""
+    return hash_of_digests(fixture_digests(root, exclude))
 
 
 def problems_of(root: Path, exclude: set[Path] | None = None) -> list[Problem]:

@@ -53,7 +53,7 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
     if reply.tool_calls and not (reply.content and reply.content.strip()) and "tools" not in case.request:
         return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"], reply
     # Assertions read the message text only, never a tool call's name or arguments.
-    answer = Answer(reply.content or reply.refusal or "")
+    answer = Answer(reply.content or reply.refusal or "", tool_calls=reply.tool_calls)
     if case.reads_json:
         if not speaks_json(reply):
             if case.wants_json:
@@ -61,7 +61,7 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
         else:
             payload = json_payload(reply)
             try:
-                answer = Answer(answer.text, json.loads(payload), True)
+                answer = Answer(answer.text, json.loads(payload), True, reply.tool_calls)
             except json.JSONDecodeError as exc:
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""

@@ -25,6 +25,7 @@ from ..parallel import parallel_map
 from .files import CASE_SUFFIXES, case_files
 from .parse import RawCase, parse_file
 from .recordings import envelope_problem
+from .refs import FileRefs
 
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
 
@@ -144,13 +145,36 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
     return found
 
 
-def expectations_of(data: dict[str, Any]) -> tuple[Expectation, ...]:
+def expectations_of(data: dict[str, Any], refs: FileRefs) -> tuple[Expectation, ...]:
     """The case's assertions with their values prepared (schemas compiled, patterns built) once."""
     out = []
     for _, e in _raw_expectations(data):
-        prepared = e.kind.prepare(e.value) if e.kind.prepare is not None and e.value is not None else e.value
+        prepared = e.kind.prepare(e.value, refs.path) if e.kind.prepare is not None and e.value is not None else e.value
         out.append(Expectation(e.kind, prepared, e.negated))
     return tuple(out)
+
+
+def references_of(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, path) of every file a validated case names."""
+    found = []
+    for where, e in _raw_expectations(data):
+        if e.kind.references is not None and e.value is not None:
+            found += [(where, ref) for ref in e.kind.references(e.value)]
+    return found
+
+
+def _named_files(raw: RawCase, refs: FileRefs) -> dict[str, str]:
+    """The digest of each file the case names, by its fixtures-hash key; a missing file is a problem on its line."""
+    files: dict[str, str] = {}
+    problems = []
+    for where, ref in references_of(raw.data):
+        try:
+            files[refs.key(ref)] = refs.digest(ref)
+        except UsageError as exc:
+            problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where, str(exc)))
+    if problems:
+        raise UsageError(problems)
+    return dict(sorted(files.items()))
 
 
 def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
@@ -159,9 +183,12 @@ def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
     return problems, None if problems else digest(raw.data)
 
 
-def build_case(raw: RawCase, case_digest: str | None = None) -> Case:
-    """A validated raw case as a frozen Case."""
+def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | None = None) -> Case:
+    """A validated raw case as a frozen Case; the files it names are part of its digest."""
     data = raw.data
+    refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
+    files = _named_files(raw, refs)
+    case_digest = digest([data, files]) if files else (case_digest or digest(data))
     if "messages" in data:
         messages = tuple(data["messages"])
     else:
@@ -176,12 +203,13 @@ def build_case(raw: RawCase, case_digest: str | None = None) -> Case:
         messages=messages,
         file=raw.file,
         line=raw.line,
-        digest=case_digest or digest(data),
-        expectations=expectations_of(data),
+        digest=case_digest,
+        expectations=expectations_of(data, refs),
         timeout_s=data.get("timeout_s"),
         completion=data.get("completion"),
         recorded=tuple(recorded) if recorded else None,
         request={k: data[k] for k in _REQUEST_KEYS if k in data},
+        files=files,
     )
 
 
@@ -209,6 +237,7 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
     cases: list[Case] = []
     first_seen: dict[str, str] = {}
     raws: list[RawCase] = []
+    refs = FileRefs.for_fixtures(root)
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
@@ -219,7 +248,11 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
         if found:
             problems += found
             continue
-        case = build_case(raw, case_digest)
+        try:
+            case = build_case(raw, case_digest, refs)
+        except UsageError as exc:
+            problems += exc.problems
+            continue
         if case.id in first_seen:
             problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
             continue

@@ -1,12 +1,12 @@
 """Locating and reading the fixtures directory: which files belong to it, their bytes, their digests."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..canonical import digest, digest_bytes
 from ..errors import Problem, UsageError
-from ..model import CONFIG_NAMES, PINS_NAME
+from ..model import CONFIG_NAMES, PINS_NAME, Case
 
 CASE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
@@ -35,9 +35,11 @@ def hash_of_digests(digests: Mapping[str, str]) -> str:
     return digest([[path, value] for path, value in sorted(digests.items())])
 
 
-def fixtures_hash(root: Path, exclude: set[Path]) -> str:
-    """Hash of the fixtures directory: relative paths and bytes of every file but the excluded."""
-    return hash_of_digests(fixture_digests(root, exclude))
+def suite_digests(root: Path, exclude: set[Path], cases: Iterable[Case]) -> dict[str, str]:
+    """Every fixtures file's digest, and those of the files cases name from outside the directory (a prompt file)."""
+    digests = fixture_digests(root, exclude)
+    digests.update({key: value for case in cases for key, value in case.files.items() if key not in digests})
+    return dict(sorted(digests.items()))
 
 
 def case_files(root: Path, exclude: set[Path]) -> list[Path]:

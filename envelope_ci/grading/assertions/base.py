@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 
@@ -28,10 +29,13 @@ class Answer:
     text: str
     parsed: Any = None
     has_json: bool = False
+    tool_calls: tuple[Mapping[str, Any], ...] = ()  # as the provider parsed them: {"type", "function": {"name", "arguments"}}
 
 
 # check(answer, value, case) -> reasons; an empty list means the assertion holds.
 Check = Callable[[Answer, Any, Any], Sequence[str]]
+# A path a fixture names -> where it is (relative to the fixtures directory, or the repository root with a leading /).
+Resolve = Callable[[str], Path]
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class AssertionType:
     fails; a type without it cannot be negated. ``prepare`` turns a value into what
     ``check`` receives (a compiled validator, a pattern), once per case at load time;
     ``value_problem`` says why a value that passed the schema is still unusable.
+    ``references`` names the files a value points to (a grader's source): they join the
+    fixtures hash and the case's digest, and ``prepare`` finds them through its ``Resolve``.
     ``shorthand`` and ``negated_shorthand`` are flat fixture keys meaning the type and its
     ``not-`` form (``must_not_include`` is ``not-icontains-any``).
     """
@@ -57,8 +63,9 @@ class AssertionType:
     needs_json: bool = False
     value_optional: bool = False
     check_not: Check | None = None
-    prepare: Callable[[Any], Any] | None = None
+    prepare: Callable[[Any, Resolve], Any] | None = None
     value_problem: Callable[[Any], tuple[str, str] | None] | None = None
+    references: Callable[[Any], Sequence[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,22 @@ bare loop's timing error is the server's (and the loopback's) own overhead: read
 envelope-ci figures against it, not against zero.
 
     python bench/live_bench.py --cases 2000 --delay-ms 50 --concurrency 1,8,32
+
+Two more measurements (issue #11), each instead of the above:
+
+* ``--faults``: a bad day (10% 503, 5% resets, 5% 429, 2% cut bodies; the fake's ``Chaos``) at
+  concurrency 64, run once with the old fixed ``--retry-budget 100`` and once with the default
+  sized to the suite; prints how many cases each left undelivered.
+* ``--memory``: the CLI in its own process against answers of ``--answer-mb`` MB each; prints its
+  peak RSS, which must not grow with the number of answers (``--answers``).
+
+    python bench/live_bench.py --faults --cases 5000
+    python bench/live_bench.py --memory --answers 100 --answer-mb 15
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -45,12 +57,13 @@ import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-sys.path.insert(0, str(TESTS))
+sys.path[:0] = [str(ROOT), str(TESTS)]  # this checkout's envelope_ci, not an installed copy
 
 from envelope_ci.cli import main as cli_main  # noqa: E402
 from envelope_ci.model import Case, RetryPolicy  # noqa: E402
 from envelope_ci.providers.openai_chat import OPENAI_CHAT  # noqa: E402
-from envelope_ci.sources.cases import expectations_of  # noqa: E402
+from envelope_ci.sources.cases import build_case  # noqa: E402
+from envelope_ci.sources.parse import RawCase  # noqa: E402
 from envelope_ci.transport.http import USER_AGENT, ClientSettings  # noqa: E402
 from envelope_ci.transport.pool import run_live  # noqa: E402
 from envelope_ci.transport.progress import Progress  # noqa: E402
@@ -96,11 +109,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def make_cases(n: int) -> list[Case]:
-    return [
-        Case(id=f"bench-{i:05d}", stratum=None, messages=({"role": "user", "content": f"Say ok. [[bench-{i:05d}]]"},),
-             file="bench", line=None, digest="", expectations=expectations_of({"expect_fragment": "ok"}))
-        for i in range(n)
-    ]
+    return [build_case(RawCase({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok"}, "bench/cases.yaml", i + 1, {}))
+            for i in range(n)]
 
 
 # --------------------------------------------------------------------------- the two sides
@@ -159,10 +169,10 @@ def harness(url: str, cases: Sequence[Case], concurrency: int, delay_ms: float) 
     t0 = time.perf_counter()
     outcome = run_live(cases, settings, concurrency=concurrency, policy=RetryPolicy(), progress=progress)
     wall = time.perf_counter() - t0
-    envs = [e for c in cases for e in outcome.envelopes[c.id]]
-    ok = [e for e in envs if e.http_status == 200 and e.error is None and e.elapsed_ms is not None]
+    grades = [g for c in cases for g in outcome.grades[c.id]]
+    ok = [g for g in grades if g.http_status == 200 and g.elapsed_ms is not None]
     return Figures("envelope-ci run_live", concurrency, len(cases), wall,
-                   [e.elapsed_ms - delay_ms for e in ok], len(envs) - len(ok), delay_ms)  # type: ignore[operator]
+                   [g.elapsed_ms - delay_ms for g in ok], len(grades) - len(ok), delay_ms)  # type: ignore[operator]
 
 
 def full_cli(url: str, n: int, concurrency: int, delay_ms: float) -> Figures:
@@ -190,6 +200,50 @@ def full_cli(url: str, n: int, concurrency: int, delay_ms: float) -> Figures:
         print(f"warning: the CLI exited {code}: {sink.getvalue().strip()[:300]}", file=sys.stderr)
     ms = [c["ms"] for c in report["cases"] if c["ms"] is not None]
     return Figures("envelope-ci CLI (full run)", concurrency, n, wall, [m - delay_ms for m in ms], n - len(ms), delay_ms)
+
+
+# --------------------------------------------------------------------------- issue #11: faults and memory
+def faults_bench(n: int, concurrency: int, seed: int) -> int:
+    """Undelivered cases on a bad day, with the old fixed retry budget and with the default sized to the suite."""
+    from fake_openai import Behaviour, Chaos, FakeOpenAI
+
+    cases = make_cases(n)
+    for budget in (100, None):
+        chaos = Chaos(rpm=10**9, share_429=0.05, share_503=0.10, share_reset=0.05, share_cut=0.02, seed=seed)
+        with FakeOpenAI(Behaviour.ok("ok"), chaos=chaos) as srv:
+            t0 = time.perf_counter()
+            outcome = run_live(cases, ClientSettings(base_url=srv.url, model=MODEL), concurrency=concurrency, policy=RetryPolicy(run_budget=budget),
+                               seed=seed)
+            wall = time.perf_counter() - t0
+            requests_sent = len(srv.all_requests)
+        labels = collections.Counter(g.label.value for c in cases for g in outcome.grades[c.id])
+        undelivered = labels["drop"] + labels["empty"]
+        name = f"--retry-budget {budget}" if budget is not None else "default (sized to the suite)"
+        print(f"{name:<30} undelivered {undelivered:>5} of {n}  requests {requests_sent:>6}  faults {chaos.counts}  wall {wall:.1f} s")
+        for remark in outcome.remarks():
+            print(f"  remark: {remark}")
+    return 0
+
+
+def memory_bench(answers: int, answer_mb: int, concurrency: int) -> int:
+    """The CLI's peak RSS (its own process) for ``answers`` live answers of ``answer_mb`` MB."""
+    from fake_openai import Behaviour, FakeOpenAI
+
+    with FakeOpenAI(Behaviour.huge(answer_mb * 1024 * 1024)) as srv, tempfile.TemporaryDirectory(prefix="envelope-ci-bench-") as tmp:
+        fixtures = Path(tmp) / "fixtures"
+        fixtures.mkdir()
+        lines = [json.dumps({"id": f"big-{i:04d}", "prompt": f"Say x. [[big-{i:04d}]]", "expect_fragment": "xxx"}) for i in range(answers)]
+        (fixtures / "cases.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_")}
+        argv = [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--out", str(Path(tmp) / "out"), "--base-url", srv.url,
+                "--model", MODEL, "--concurrency", str(concurrency), "--quiet"]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    print(f"{answers} answers of {answer_mb} MB at concurrency {concurrency}: exit {os.waitstatus_to_exitcode(status)}, "
+          f"peak RSS {usage.ru_maxrss / 1024:.0f} MB, wall {wall:.1f} s")
+    return 0
 
 
 # --------------------------------------------------------------------------- the server
@@ -251,7 +305,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--server", choices=["process", "inprocess"], default="process",
                     help="run the fake server in its own process (default) or in this one")
     ap.add_argument("--no-cli", action="store_true", help="skip the full-CLI run")
+    ap.add_argument("--faults", action="store_true", help="instead: undelivered cases on a bad day, old vs sized retry budget (concurrency 64)")
+    ap.add_argument("--seed", type=int, default=11, help="--faults: the fault draws' seed (default: %(default)s)")
+    ap.add_argument("--memory", action="store_true", help="instead: the CLI's peak RSS against big answers")
+    ap.add_argument("--answers", type=int, default=100, help="--memory: answers (default: %(default)s)")
+    ap.add_argument("--answer-mb", type=int, default=15, help="--memory: MB per answer (default: %(default)s)")
     args = ap.parse_args(argv)
+    if args.faults:
+        return faults_bench(args.cases, 64, args.seed)
+    if args.memory:
+        return memory_bench(args.answers, args.answer_mb, 4)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     results: dict[int, tuple[Figures, Figures]] = {}
     cli: Figures | None = None

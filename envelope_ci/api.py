@@ -14,21 +14,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import atomic
 from .analysis.analyse import Analysis, RunShape, analyse
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
 from .formats.registry import write_reports
 from .grading.grade import grade_all
-from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Pins
+from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins
 from .report.build import base_diff_rows, build_report, scrub
-from .report.model import BaseDiff, PinsUpdate, Report, RunInfo
+from .report.model import BaseDiff, PartialRun, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
 from .sources.cases import load_cases
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
 from .sources.recordings import load_recordings, offline_envelopes
+from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
+from .urls import endpoint_secrets, url_problem
 
 if TYPE_CHECKING:
     from .transport.pool import LiveOutcome
@@ -56,14 +59,30 @@ class RunResult:
     pins_written: Path | None = None
 
 
+def _number_problems(config: RunConfig) -> list[str]:
+    """Numeric flags out of range, NaN or infinite: named before any request, never found after the run."""
+    wrong = [f"{flag} must be a finite number of at least {low}, got {value:g}" for flag, value, low in (
+        ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1), ("--max-attempts", config.retry.max_attempts, 1),
+        ("--retry-budget", 0 if config.retry.run_budget is None else config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0),
+        ("--max-rate-limit-wait", config.retry.max_rate_limit_wait_s, 0)) if not (math.isfinite(value) and value >= low)]
+    if not (config.timeout_s > 0 and math.isfinite(config.timeout_s)):
+        wrong.append(f"--timeout must be a positive finite number of seconds, got {config.timeout_s:g}")
+    if config.max_run_time_s is not None and not (config.max_run_time_s > 0 and math.isfinite(config.max_run_time_s)):
+        wrong.append(f"--max-run-time must be a positive finite number of seconds, got {config.max_run_time_s:g}")
+    if not (math.isfinite(config.temperature) and 0 <= config.temperature <= 2):
+        wrong.append(f"--temperature must be a number from 0 to 2, got {config.temperature:g}")
+    return wrong
+
+
 def check_config(config: RunConfig) -> None:
     """Every problem with a configuration, raised together before any work (exit 2)."""
-    wrong = [f"{flag} must be at least {low}, got {value:g}" for flag, value, low in (
-        ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1), ("--max-attempts", config.retry.max_attempts, 1),
-        ("--retry-budget", config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0),
-        ("--max-rate-limit-wait", config.retry.max_rate_limit_wait_s, 0)) if value < low]
-    if not (config.timeout_s > 0 and math.isfinite(config.timeout_s)):
-        wrong.append(f"--timeout must be positive, got {config.timeout_s:g}")
+    wrong = _number_problems(config)
+    url = url_problem(config.base_url) if config.base_url else None
+    if url:
+        wrong.append(f"--base-url {url}")
+    wrong += [p for p in map(filter_problem, config.filters) if p]
+    if config.filters and config.write_pins:
+        wrong.append("--write-pins cannot be used with --filter: pins are written from a run of the whole suite")
     if config.move_baseline and not config.write_pins:
         wrong.append("--move-baseline only makes sense with --write-pins")
     if config.base_url and config.replay:
@@ -123,23 +142,27 @@ def _excluded(config: RunConfig) -> set[Path]:
 
 @dataclass(frozen=True)
 class _Gathered:
-    """The envelopes to grade, and what getting them said about the run."""
+    """The envelopes to grade (a live run brings its grades), and what getting them said about the run."""
 
     envelopes: dict[str, list[Envelope]]
     interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
     remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
     replayed: int = 0
+    grades: dict[str, list[Grade]] | None = None  # a live run's: graded as they arrived, their bodies let go
 
 
-def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None) -> _Gathered:
-    """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures')."""
+def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str]) -> _Gathered:
+    """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures').
+
+    A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
+    """
     if config.base_url:
         headers = settings.resolved_headers(os.environ)
         outcome = (fetch or _fetch_live)(cases, config, headers)
-        return _Gathered(outcome.envelopes, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers)
-    replay = load_recordings(config.replay, {c.id for c in cases}) if config.replay else None
-    return _Gathered(offline_envelopes(cases, replay), replayed=len(replay) if replay else 0)
+        return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades)
+    replay = load_recordings(config.replay, suite_ids) if config.replay else None
+    return _Gathered(offline_envelopes(cases, replay), replayed=sum(c.id in replay for c in cases) if replay else 0)
 
 
 def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str]) -> LiveOutcome:
@@ -157,7 +180,7 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
         case_timeout_s=config.timeout_s,
     )
     return fetch_envelopes(cases, settings, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
-                           record=config.record, quiet=config.quiet)
+                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s)
 
 
 def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> RunResult:
@@ -169,13 +192,19 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
         if early:
             raise UsageError(early)
-    digests = suite_digests(config.fixtures_dir, excluded, cases)
+    digests = suite_digests(config.fixtures_dir, excluded, cases)  # the whole suite's, whatever --filter selects
     current_hash = hash_of_digests(digests)
-    gathered = _envelopes(config, cases, settings, fetch)
-    grades = grade_all(cases, gathered.envelopes)
+    suite_ids = {c.id for c in cases}
+    partial = None
+    if config.filters:
+        cases = select_cases(cases, config.filters)
+        partial = PartialRun(config.filters, len(cases), len(suite_ids))
+        pins, base = _pins_of(pins, cases), (replace(base, pins=_pins_of(base.pins, cases)) if base else None)
+    gathered = _envelopes(config, cases, settings, fetch, suite_ids)
+    grades = gathered.grades if gathered.grades is not None else grade_all(cases, gathered.envelopes)
     # The bodies are the bulk of a big replay's memory; grades keep what is needed.
     gathered = replace(gathered, envelopes={})
-    shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url))
+    shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url), _partial_blocker(partial))
 
     def judged(against: Pins | None) -> Analysis:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
@@ -191,9 +220,9 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         # baseline said about it (regressions accepted, pins moved) is in pins_update.
         analysis = judged(pins)
     base_diff = _base_diff(analysis, base, pins)
-    notes = [*_notes(pins, config, base_diff, gathered.replayed, len(cases)), *gathered.remarks]
-    report = build_report(analysis, _run_info(config, settings), notes, base_diff, pins_update)
-    secrets = Secrets([config.api_key, *gathered.headers.values()])
+    notes = [*_notes(pins, config, base_diff, gathered.replayed, len(cases), partial), *gathered.remarks]
+    report = build_report(analysis, _run_info(config, settings, partial), notes, base_diff, pins_update)
+    secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
     written = write_reports(report, config.out_dir, config.formats)
@@ -207,8 +236,7 @@ def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, setting
     if refusal:
         raise UsageError(refusal)
     written = new_pins(analysis, settings.thresholds, digests, old)
-    config.pins_path.parent.mkdir(parents=True, exist_ok=True)
-    config.pins_path.write_text(render_pins(written), "utf-8")
+    atomic.write_text(config.pins_path, render_pins(written))
     return pins_update_of(analysis, old, written), written
 
 
@@ -225,7 +253,21 @@ def _base_diff(analysis: Analysis, base: BaseSource | None, head: Pins | None) -
     )
 
 
-def _run_info(config: RunConfig, settings: FileConfig) -> RunInfo:
+def _pins_of(pins: Pins | None, cases: Sequence[Case]) -> Pins | None:
+    """The pins of the selected cases only: the others were not run, so they are neither removed nor lowered."""
+    if pins is None:
+        return None
+    return replace(pins, cases={c.id: pins.cases[c.id] for c in cases if c.id in pins.cases})
+
+
+def _partial_blocker(partial: PartialRun | None) -> str | None:
+    if partial is None:
+        return None
+    return (f"partial run: --filter selected {partial.selected} of {partial.total} case(s), so strata were not judged and "
+            "the run cannot pass; run the whole suite for a verdict")
+
+
+def _run_info(config: RunConfig, settings: FileConfig, partial: PartialRun | None) -> RunInfo:
     return RunInfo(
         mode="live" if config.base_url else ("replay" if config.replay else "offline"),
         lane=config.lane.value,
@@ -238,11 +280,15 @@ def _run_info(config: RunConfig, settings: FileConfig) -> RunInfo:
         temperature=config.temperature,
         thresholds=settings.thresholds,
         config_file=settings.path.as_posix() if settings.path else None,
+        partial=partial,
     )
 
 
-def _notes(pins: Pins | None, config: RunConfig, base: BaseDiff | None, replayed: int, total: int) -> list[str]:
+def _notes(pins: Pins | None, config: RunConfig, base: BaseDiff | None, replayed: int, total: int, partial: PartialRun | None) -> list[str]:
     notes = []
+    if partial is not None:
+        notes.append(f"partial run: --filter {' '.join(partial.filters)} selected {partial.selected} of {partial.total} case(s); "
+                     "the others were not graded, the fixtures were still checked in full, and no pins can be written from it")
     if pins is None:
         notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet; "
                      f"create them with: envelope-ci run {config.fixtures_dir.as_posix()} --lane adjudication --write-pins (locally, then commit)")

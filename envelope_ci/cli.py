@@ -4,25 +4,59 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
 from .config import RunConfig
-from .errors import UsageError
+from .errors import UsageError, one_line
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
+from .sources.select import FILTER_HELP
 
 EPILOG = """\
 exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive
-(drops/empties left after retries, or an adjudication run whose responses named no model)
+(cases or repeats undelivered after retries, an alarm waiting for undelivered cases, an interrupted
+or partial run, or an adjudication run whose responses named no model)
 
 examples:
   envelope-ci run evals/                       grade recorded completions offline (no key, no network)
   envelope-ci run evals/ --replay new.jsonl    grade a recordings file against the same pins
   EVAL_API_KEY=... envelope-ci run evals/ --base-url https://host/v1 --model gpt-4o-mini
   envelope-ci run evals/ --lane adjudication --write-pins    (locally, then commit the pins)
+  envelope-ci run evals/ --filter 'refund-*' --filter tag:billing   a partial run: never a pass, never pins
   envelope-ci hash evals/                      print the fixtures hash the pins must match
+"""
+
+INIT_DESCRIPTION = """\
+Write a fixtures directory to start from: four cases across the easy and medium strata (a
+JSON answer checked against a schema, a tool call, two text answers; three of them send the
+product's own prompt file, filled from variables), each with a recorded answer so that they
+pass offline as written; envelope-ci.yaml with every setting at its default, commented out;
+and, under the current directory (your repository's root), .github/workflows/envelope-ci.yml.
+Nothing is overwritten: if any of these files exists, init names it and writes nothing."""
+
+INIT_EPILOG = """\
+examples:
+  envelope-ci init                      evals/ and the workflow, from the repository root
+  envelope-ci init tests/llm-evals      another directory
+  envelope-ci init billing-evals --no-workflow    a second suite; add it to your workflow yourself
+"""
+
+IMPORT_DESCRIPTION = """\
+Give each case the envelopes a live run recorded for it, so offline runs (and CI without a
+key) grade real answers instead of hand-typed ones. Your fixture files are not edited: each
+file's envelopes go beside it, in FILE.recorded.jsonl (cases.yaml -> cases.yaml.recorded.jsonl),
+which is read with it. Several lines for one case are its repeats. A line whose id matches no
+case is an error, and then nothing is written. The recorded answers are part of the fixtures
+(and of the fixtures hash): review them, then re-pin."""
+
+IMPORT_EPILOG = """\
+examples:
+  EVAL_API_KEY=... envelope-ci run evals/ --base-url https://host/v1 --model gpt-4o-mini --record run.jsonl
+  envelope-ci import run.jsonl --into evals/
+  envelope-ci run evals/ --lane adjudication --write-pins    then commit evals/ (sidecars and pins)
 """
 
 
@@ -57,9 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--repeats", type=int, default=1, help="calls per case; median and p95 come from them (default: %(default)s)")
     live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
     live.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, part of the fingerprint (default: %(default)s)")
-    live.add_argument("--timeout", type=float, default=120.0, help="per-case deadline in seconds unless the case sets timeout_s (default: %(default)s)")
+    live.add_argument("--timeout", type=float, default=120.0,
+                      help="per-attempt deadline in seconds, connect to last byte, unless the case sets timeout_s (default: %(default)s)")
+    live.add_argument("--max-run-time", type=float, metavar="SECONDS",
+                      help="this many seconds into the live calls, stop scheduling, give calls in flight 5 s, then write partial reports "
+                      "and exit 3 (inconclusive); bounds the live phase (its grading included), not loading the fixtures")
     live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties; answers are never retried (default: %(default)s)")
-    live.add_argument("--retry-budget", type=int, default=100, help="retries allowed across the whole run (default: %(default)s)")
+    live.add_argument("--retry-budget", type=int, default=None,
+                      help="retries allowed across the whole run (default: half a retry per call, cases x repeats, at least 100)")
     live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")
     live.add_argument("--max-rate-limit-wait", type=float, default=600.0,
                       help="total seconds the run may wait on rate limits (429); such waits do not use up attempts (default: %(default)s)")
@@ -76,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
                      help="also write this report format (repeatable); built-ins: console (summary.txt); json, markdown and junit are always written; "
                      "plug-ins register more (docs/plugins.md)")
+    run.add_argument("--filter", dest="filters", action="append", default=[], metavar="PATTERN",
+                     help=f"grade only the cases a filter selects (repeatable: a case is in when it matches any): {FILTER_HELP}. "
+                     "A partial run checks the fixtures in full but never passes (at best inconclusive, exit 3) and never writes pins")
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)",
@@ -91,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "YAML/JSON language server at it to get completion and typo checks while writing cases), or with 'report' the "
                             "schema of report.json, for tools that read it.")
     schema.add_argument("which", nargs="?", choices=("case", "report"), default="case", help="case (default) or report")
+
+    init = sub.add_parser("init", help="start a fixtures directory: example cases that pass offline, settings, a workflow",
+                          description=INIT_DESCRIPTION, epilog=INIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    init.add_argument("directory", metavar="DIR", nargs="?", type=Path, default=Path("evals"), help="the fixtures directory to create (default: %(default)s)")
+    init.add_argument("--no-workflow", action="store_true", help="do not write .github/workflows/envelope-ci.yml (you have one already)")
+
+    imp = sub.add_parser("import", help="write a live run's recordings (run --record) into the fixtures, for offline runs",
+                         description=IMPORT_DESCRIPTION, epilog=IMPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    imp.add_argument("recordings", metavar="RECORDINGS", type=Path, help="a JSONL file written by run --record (outside the fixtures directory)")
+    imp.add_argument("--into", metavar="FIXTURES_DIR", type=Path, required=True, help="the fixtures directory whose cases get the envelopes")
     return parser
 
 
@@ -110,6 +162,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         repeats=args.repeats,
         stream=args.stream,
         timeout_s=args.timeout,
+        max_run_time_s=args.max_run_time,
         retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget, max_retry_after_s=args.max_retry_after,
                           max_rate_limit_wait_s=args.max_rate_limit_wait),
         record=args.record,
@@ -120,6 +173,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         in_ci=truthy(os.environ.get("CI")) or truthy(os.environ.get("GITHUB_ACTIONS")),
         quiet=args.quiet,
         formats=tuple(args.formats),
+        filters=tuple(args.filters),
     )
 
 
@@ -150,6 +204,37 @@ def cmd_hash(args: argparse.Namespace) -> int:
     return int(ExitCode.PASS)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import plan, write
+
+    scaffold = plan(args.directory, not args.no_workflow, Path())
+    write(scaffold)
+    print(f"wrote {len(scaffold.files)} files:")
+    for path in scaffold.files:
+        print(f"  {path.as_posix()}")
+    print("next:")
+    for command, why in scaffold.next_commands:
+        print(f"  # {why}\n  {command}")
+    return int(ExitCode.PASS)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .sources.importer import import_recordings
+
+    done = import_recordings(args.recordings, args.into)
+    cases = sum(n for _, n in done.sidecars)
+    print(f"imported {done.envelopes} envelope(s) for {cases} case(s) from {args.recordings.as_posix()}:")
+    for sidecar, count in done.sidecars:
+        print(f"  {sidecar.as_posix()}  ({count} case(s))")
+    if done.undelivered:
+        print(f"warning: {len(done.undelivered)} case(s) were recorded without a gradeable answer (drop or empty): "
+              f"{', '.join(done.undelivered[:10])}; offline runs stay inconclusive until they are recorded again")
+    into = shlex.quote(args.into.as_posix())
+    print(f"next: the recorded answers are fixtures now; review them, then re-pin and commit\n"
+          f"  envelope-ci run {into}\n  envelope-ci run {into} --lane adjudication --write-pins")
+    return int(ExitCode.PASS)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     if args.which == "report":
         from .report.model import report_schema
@@ -169,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage already; keep its code
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE)
-    handlers = {"run": cmd_run, "hash": cmd_hash, "schema": cmd_schema}
+    handlers = {"run": cmd_run, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init, "import": cmd_import}
     try:
         return handlers[args.command](args)
     except UsageError as exc:
@@ -181,11 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.PASS)
     except OSError as exc:  # an unwritable --out, a --pins that is a directory, ...
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(one_line(f"error: {where}{exc.strerror or exc}"), file=sys.stderr)
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:  # a second Ctrl-C: leave at once
         print("envelope-ci: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug of ours must not exit 1, which CI reads as a regression
-        print(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(one_line(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}"), file=sys.stderr)
         return int(ExitCode.USAGE)

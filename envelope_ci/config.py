@@ -24,6 +24,7 @@ class RunConfig:
     repeats: int = 1
     stream: bool = False
     timeout_s: float = 120.0
+    max_run_time_s: float | None = None  # --max-run-time: the live phase stops scheduling then (partial reports, exit 3)
     retry: RetryPolicy = RetryPolicy()
     record: Path | None = None
     replay: Path | None = None
@@ -33,6 +34,7 @@ class RunConfig:
     in_ci: bool = False
     quiet: bool = False
     formats: tuple[str, ...] = ()  # report formats written besides report.json, report.md and junit.xml
+    filters: tuple[str, ...] = ()  # --filter: grade only the cases any of these select (a partial run)
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

@@ -15,7 +15,16 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file + (f":{self.line}" if self.line else "")
-        return f"{where + ': ' if where else ''}{self.field + ': ' if self.field else ''}{self.message}"
+        return one_line(f"{where + ': ' if where else ''}{self.field + ': ' if self.field else ''}{self.message}")
+
+
+def one_line(text: str) -> str:
+    """Text that stays on its line: CR and LF from user input (a key, a file name) shown escaped.
+
+    On a GitHub runner a printed line that starts with ``::`` is a workflow command, so a
+    newline smuggled into a message must never start a new line.
+    """
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class UsageError(Exception):

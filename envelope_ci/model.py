@@ -101,6 +101,8 @@ VERDICT_EXIT = {
 # The pins file beside the fixtures, and the settings file the fixtures directory may hold.
 PINS_NAME = "envelope-pins.json"
 CONFIG_NAMES = ("envelope-ci.yaml", "envelope-ci.yml")
+# ``envelope-ci import`` keeps a fixture file's recorded envelopes beside it: cases.yaml -> cases.yaml.recorded.jsonl.
+RECORDED_SUFFIX = ".recorded.jsonl"
 
 
 class Detail(str, Enum):
@@ -157,6 +159,7 @@ class Case:
     recorded: tuple[Mapping[str, Any], ...] | None = None
     request: Mapping[str, Any] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
+    tags: tuple[str, ...] = ()  # free labels; ``run --filter tag:NAME`` selects by them
 
     @property
     def wants_json(self) -> bool:
@@ -238,7 +241,7 @@ class RetryPolicy:
     """Bounded retries for transport failures only (drop, empty)."""
 
     max_attempts: int = 3
-    run_budget: int = 100
+    run_budget: int | None = None  # None: sized to the run's calls (transport.retry.Budget.for_run)
     base_delay_s: float = 0.5
     max_delay_s: float = 8.0
     max_retry_after_s: float = 60.0

@@ -126,6 +126,9 @@ supports both).
         ok body (full Content-Length) trickled in ``chunks`` pieces, each after
         ``gap_ms``. For streaming requests: an ok stream of ``chunks`` content
         deltas, ``gap_ms`` apart.
+    ``trickle_head(gap_ms=2000, content=...)``  an ok response (plain JSON) sent one
+        byte every ``gap_ms``, status line and headers first: each read waits less
+        than any read timeout, the whole never arrives in time.
     ``huge(n_bytes=None)``  a 200 ok JSON body of exactly ``n_bytes`` bytes
         (minimum about 400); ``None`` = endless (chunked JSON that never ends).
         For streaming requests: ~16 KiB content deltas until about ``n_bytes``
@@ -169,9 +172,11 @@ Chaos (a third-party endpoint on a bad day): ``FakeOpenAI(chaos=Chaos(...))`` or
     ``x-ratelimit-reset-requests`` (a Go duration, e.g. ``25ms``) with
     probability ``share_429``, or a llama.cpp 503 with probability ``share_503``.
     The random 429 also says the token limit (``x-ratelimit-reset-tokens: 6m0s``)
-    is far from spent, so a client must pick the limit that is. Neither advances
-    the key's planted list. ``srv.chaos.counts`` ->
-    ``{"bucket_429": n, "random_429": n, "random_503": n}``.
+    is far from spent, so a client must pick the limit that is. With probability
+    ``share_reset`` the draw is an RST before any byte (``reset(partial=False)``), and
+    with ``share_cut`` a body cut mid-way by an RST (``reset()``). None of these advances
+    the key's planted list. ``srv.chaos.counts`` -> ``{"bucket_429": n, "random_429": n,
+    "random_503": n, "random_reset": n, "random_cut": n}``.
 
 Other endpoints: ``GET /v1/models`` (one model), ``GET /health``
 (``{"status":"ok"}``); any other path is a 404 OpenAI-style error. A chat
@@ -489,6 +494,10 @@ class Behaviour:
         return cls(kind="slow_body", chunks=int(chunks), gap_ms=float(gap_ms), content=content, **opts)
 
     @classmethod
+    def trickle_head(cls, gap_ms: float = 2000.0, content: str = "This answer came a byte at a time.", **opts: Any) -> Behaviour:
+        return cls(kind="trickle_head", gap_ms=float(gap_ms), content=content, **opts)
+
+    @classmethod
     def huge(cls, n_bytes: int | None = None, **opts: Any) -> Behaviour:
         return cls(kind="huge", n_bytes=n_bytes, **opts)
 
@@ -528,7 +537,9 @@ class Chaos:
     share_429: float = 0.1
     share_503: float = 0.1
     seed: int = 0
-    counts: dict[str, int] = field(default_factory=lambda: {"bucket_429": 0, "random_429": 0, "random_503": 0})
+    share_reset: float = 0.0
+    share_cut: float = 0.0
+    counts: dict[str, int] = field(default_factory=lambda: {"bucket_429": 0, "random_429": 0, "random_503": 0, "random_reset": 0, "random_cut": 0})
     _tokens: float | None = None
     _last: float = 0.0
     _let_through: dict[Any, int] = field(default_factory=dict)
@@ -550,8 +561,12 @@ class Chaos:
                 "x-ratelimit-limit-requests": str(self.rpm), "x-ratelimit-remaining-requests": "0",
                 "x-ratelimit-reset-requests": _go_duration(self.interval_s),
                 "x-ratelimit-remaining-tokens": "9000", "x-ratelimit-reset-tokens": "6m0s"}))
-        if draw < self.share_429 + self.share_503:
-            return self._count("random_503", Behaviour.server_error(503))
+        draw -= self.share_429
+        for what, share, b in (("random_503", self.share_503, Behaviour.server_error(503)), ("random_reset", self.share_reset, Behaviour.reset(partial=False)),
+                               ("random_cut", self.share_cut, Behaviour.reset())):
+            if draw < share:
+                return self._count(what, b)
+            draw -= share
         return None
 
     def _take(self, now: float) -> float:
@@ -934,6 +949,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._rst()
             return
 
+        if kind == "trickle_head":
+            self._trickle(b, req)
+            return
         if kind == "status":
             data, ctype = _status_payload(b.body)
             self._respond(b.status_code, data, ctype, extra=b.headers)
@@ -1040,6 +1058,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if not self._wait_until(time.monotonic() + b.gap_ms / 1000.0):
                 return
             if not self._send(body[i:i + step]):
+                return
+
+    def _trickle(self, b: Behaviour, req: _Req) -> None:
+        body = _dumps(self._completion(b, req, self._ok_choice(b)))
+        data = self._head(200, (), "application/json", len(body), extra=b.headers) + body
+        for i in range(len(data)):
+            if not self._wait_until(time.monotonic() + b.gap_ms / 1000.0) or not self._send(data[i:i + 1]):
                 return
 
     def _huge(self, b: Behaviour, req: _Req, want_stream: bool) -> None:
@@ -1215,7 +1240,7 @@ def _status_payload(body: Any) -> tuple[bytes, str]:
     try:
         json.loads(data.decode("utf-8"))
         return data, "application/json"
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or deeper than the parser goes
         pass
     if data.lstrip().startswith(b"<"):
         return data, "text/html; charset=utf-8"

@@ -2,15 +2,26 @@
 and its `assert:` form grade the same answer the same way."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from conftest import chat_body, grade, make_case, recorded
+from conftest import chat_body, grade, make_case, recorded, tool_call
 
 from envelope_ci.grading.assertions.registry import BUILTIN, lookup, shorthands, type_names
 from envelope_ci.model import Label
 from envelope_ci.sources.cases import build_case, case_schema, validate_raw
 from envelope_ci.sources.parse import RawCase
 
-# type name -> (a value, an answer that meets it, an answer that does not, the label it fails with)
+LOOKUP_TOOL = {"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}
+
+
+def _calls(name: str, **arguments) -> dict:
+    """A reply that only calls one tool."""
+    return chat_body(None, finish_reason="tool_calls", tool_calls=[tool_call(name, arguments)])
+
+
+# type name -> (a value, an answer that meets it, an answer that does not, the label it fails with);
+# an answer is the message text, or a whole response body.
 SAMPLES = {
     "contains": ("Denver", "Ship to Denver.", "Ship to Boulder.", Label.WRONG),
     "icontains-all": (["refund", "order"], "Your ORDER refund is on its way.", "Your order ships today.", Label.WRONG),
@@ -18,7 +29,19 @@ SAMPLES = {
     "is-json": ({"type": "object", "required": ["order_id"]}, '{"order_id": "NW-1"}', '{"status": "shipped"}', Label.SCHEMA),
     "json-subset": ({"intent": "refund"}, '{"intent": "refund", "p": 1}', '{"intent": "status"}', Label.WRONG),
     "max-chars": (10, "short", "far too long an answer", Label.RIGHT),  # size channel, not a label
+    "equals": ("Refunded.", "Refunded.", "Refunded. ", Label.WRONG),
+    "icontains": ("refund", "Your REFUND is on its way.", "We shipped it.", Label.WRONG),
+    "contains-any": (["Denver", "Boulder"], "Ship to Boulder.", "Ship to denver.", Label.WRONG),
+    "contains-all": (["order", "refund"], "Your order refund is on its way.", "Your ORDER refund is on its way.", Label.WRONG),
+    "starts-with": ("Dear", "Dear customer, ...", "Hello. Dear customer, ...", Label.WRONG),
+    "regex": (r"NW-\d+", "Order NW-12 ships today.", "Order NW-x ships today.", Label.WRONG),
+    "json-path": ({"path": "$.items[0].qty", "equals": 2}, '{"items": [{"qty": 2}]}', '{"items": [{"qty": 3}]}', Label.WRONG),
+    "python": ("graders/sample.py:mentions_refund", "Your refund is on its way.", "We shipped it.", Label.WRONG),
+    "tool-call": ({"name": "lookup_order", "arguments": {"order_id": "NW-1"}}, _calls("lookup_order", order_id="NW-1", verbose=True),
+                  _calls("cancel_order", order_id="NW-1"), Label.WRONG),
 }
+# What a sample's case needs besides its assertion: a tool call answers only a case that offers tools.
+CASE_FIELDS = {"tool-call": {"tools": [LOOKUP_TOOL]}}
 
 
 def test_every_builtin_has_a_sample():
@@ -45,7 +68,8 @@ def _both_forms(name: str, value):
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 @pytest.mark.parametrize("negated", [False, True])
-def test_shorthand_and_list_form_grade_the_same(name, negated):
+def test_shorthand_and_list_form_grade_the_same(name, negated, monkeypatch):
+    monkeypatch.chdir(Path(__file__).parent)  # the python sample's grader is tests/graders/sample.py
     value, good, bad, fail_label = SAMPLES[name]
     kind, _ = lookup(name)
     if negated and kind.check_not is None:
@@ -53,15 +77,19 @@ def test_shorthand_and_list_form_grade_the_same(name, negated):
         return
     full = ("not-" if negated else "") + name
     flat, listed = _both_forms(full, value)
-    for answer in (good, bad):
-        body = recorded(chat_body(answer))
-        by_list = grade(body, make_case(**listed))
+    extra = CASE_FIELDS.get(name, {})
+    good, bad = (recorded(a if isinstance(a, dict) else chat_body(a)) for a in (good, bad))
+    for body in (good, bad):
+        by_list = grade(body, make_case(**listed, **extra))
         if flat is not None:
-            by_flat = grade(body, make_case(**flat))
+            by_flat = grade(body, make_case(**flat, **extra))
             assert (by_flat.label, by_flat.reasons) == (by_list.label, by_list.reasons)
     if not negated:
-        assert grade(recorded(chat_body(good)), make_case(**listed)).label is Label.RIGHT
-        assert grade(recorded(chat_body(bad)), make_case(**listed)).label is fail_label
+        assert grade(good, make_case(**listed, **extra)).label is Label.RIGHT
+        assert grade(bad, make_case(**listed, **extra)).label is fail_label
+    elif fail_label is Label.WRONG:  # the not- form flips a content verdict
+        assert grade(good, make_case(**listed, **extra)).label is Label.WRONG
+        assert grade(bad, make_case(**listed, **extra)).label is Label.RIGHT
 
 
 def test_shorthands_keep_their_old_meaning():

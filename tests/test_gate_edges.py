@@ -217,7 +217,7 @@ def test_each_bad_number_is_named(tmp_path):
     suite = make_suite(tmp_path, [case("a", completion="x")])
     result = run_cli(["run", suite, "--out", tmp_path / "out", "--repeats", "0", "--concurrency", "-1"])
     assert result.code == 2
-    assert result.err_lines == ["error: --concurrency must be at least 1, got -1", "error: --repeats must be at least 1, got 0"]
+    assert result.err_lines == ["error: --concurrency must be a finite number of at least 1, got -1", "error: --repeats must be a finite number of at least 1, got 0"]
 
 
 def test_an_unreachable_endpoint_is_said_once_and_plainly(tmp_path):

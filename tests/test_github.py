@@ -36,7 +36,7 @@ from envelope_ci.github.commands import (
     warning,
     write_outputs,
 )
-from envelope_ci.github.comment import fit_comment, marker_for
+from envelope_ci.github.comment import fit_comment, key_digest, marker_for
 from envelope_ci.github.rest import GitHubError
 from envelope_ci.model import Detail
 
@@ -393,9 +393,10 @@ def test_token_never_appears_in_errors_or_reprs(stub: GitHubStub, sleeps: list[f
     [
         ("default", "<!-- envelope-ci:default -->"),
         ("evals/chat_v2.yaml", "<!-- envelope-ci:evals/chat_v2.yaml -->"),
-        ("my suite (prod)", "<!-- envelope-ci:my-suite-prod -->"),
-        ("x--><img src=x><!--", "<!-- envelope-ci:x-img-src-x -->"),
-        ("---", "<!-- envelope-ci:default -->"),
+        # A key that had to be cleaned carries a digest of the exact key: two suites never share a comment.
+        ("my suite (prod)", f"<!-- envelope-ci:my-suite-prod~{key_digest('my suite (prod)')} -->"),
+        ("x--><img src=x><!--", f"<!-- envelope-ci:x-img-src-x~{key_digest('x--><img src=x><!--')} -->"),
+        ("---", f"<!-- envelope-ci:default~{key_digest('---')} -->"),
         ("", "<!-- envelope-ci:default -->"),
     ],
 )
@@ -404,7 +405,7 @@ def test_marker_for(key: str, expected: str) -> None:
 
 
 def test_marker_for_is_bounded() -> None:
-    assert marker_for("a" * 500) == "<!-- envelope-ci:" + "a" * 100 + " -->"
+    assert marker_for("a" * 500) == "<!-- envelope-ci:" + "a" * 100 + f"~{key_digest('a' * 500)} -->"
 
 
 SIZES = {Detail.FULL: 200, Detail.COLLAPSED: 100, Detail.FAILING: 30}

@@ -128,7 +128,7 @@ MATRIX: dict[str, tuple[Any, dict[str, Any], str, int, tuple[str, ...]]] = {
     "m-ok": (Behaviour.ok("Hello there"), {}, "right", 1, ()),
     "m-reset": (Behaviour.reset(), {}, "drop", 2, ("no response",)),
     "m-reset-early": (Behaviour.reset(partial=False), {}, "drop", 2, ("no response",)),
-    "m-slow-headers": (Behaviour.hang(3.0), {"timeout_s": 0.3}, "drop", 2, ("ReadTimeout", "0.3 s")),
+    "m-slow-headers": (Behaviour.hang(3.0), {"timeout_s": 0.3}, "drop", 2, ("Deadline", "0.3 s")),
     "m-500": ([Behaviour.server_error(500), Behaviour.ok("Hello")], {}, "right", 2, ()),
     "m-502": ([Behaviour.server_error(502), Behaviour.ok("Hello")], {}, "right", 2, ()),
     "m-503": ([Behaviour.server_error(503), Behaviour.ok("Hello")], {}, "right", 2, ()),
@@ -329,7 +329,7 @@ def test_rule_11_the_outcome_says_how_long_the_run_waited(srv):
     srv.plant("rl-spent", Behaviour.rate_limited(retry_after_ms=100))
     spent = run_live([planted_case("rl-spent")], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_rate_limit_wait_s=0.0))
     assert spent.rate_limit_spent and any("--max-rate-limit-wait" in r for r in spent.remarks())
-    assert "--max-rate-limit-wait" in spent.envelopes["rl-spent"][0].notes[0]
+    assert any("--max-rate-limit-wait" in r for r in spent.grades["rl-spent"][0].reasons)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -367,19 +367,19 @@ def test_response_over_the_cap_is_cut_off_and_not_retried(srv):
                    policy=RetryPolicy(max_attempts=3))
     assert time.monotonic() - t0 < 3.0
     for c in cases:
-        (env,) = out.envelopes[c.id]
-        assert env.http_status is None
-        assert env.error == "response larger than the cap of 20000 bytes: cut off"
-        assert env.attempts == 1 and srv.attempts(c.id) == 1
+        (got,) = out.grades[c.id]
+        assert got.http_status is None
+        assert got.reasons[0] == "no response: response larger than the cap of 20000 bytes: cut off"
+        assert got.attempts == 1 and srv.attempts(c.id) == 1
 
 
 def test_streamed_response_over_the_cap_is_cut_off(srv):
     srv.plant("huge-stream", Behaviour.huge(None))
     c = planted_case("huge-stream")
     out = run_live([c], ClientSettings(base_url=srv.url, model="m", stream=True, max_response_bytes=50_000))
-    (env,) = out.envelopes["huge-stream"]
-    assert env.error is not None and "cut off" in env.error
-    assert env.attempts == 1 and srv.attempts("huge-stream") == 1
+    (got,) = out.grades["huge-stream"]
+    assert got.label.value == "drop" and "cut off" in got.reasons[0]
+    assert got.attempts == 1 and srv.attempts("huge-stream") == 1
     assert srv.requests("huge-stream")[0].stream
 
 
@@ -387,9 +387,9 @@ def test_slow_body_past_the_deadline_is_a_timeout(srv):
     srv.plant("trickle", Behaviour.slow_body(chunks=4, gap_ms=600))
     c = planted_case("trickle", timeout_s=0.3)
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
-    (env,) = out.envelopes["trickle"]
-    assert env.error == "ReadTimeout: no complete response within the case deadline of 0.3 s"
-    assert 250 <= env.elapsed_ms < 1000
+    (got,) = out.grades["trickle"]
+    assert got.reasons[0] == "no response: Deadline: no complete response within the case deadline of 0.3 s (connect to last byte)"
+    assert got.elapsed_ms is not None and 250 <= got.elapsed_ms < 1000
 
 
 def test_a_trickle_inside_the_read_timeout_still_ends_at_the_deadline(srv):
@@ -397,9 +397,9 @@ def test_a_trickle_inside_the_read_timeout_still_ends_at_the_deadline(srv):
     srv.plant("drip", Behaviour.slow_body(chunks=3, gap_ms=900))
     c = planted_case("drip", timeout_s=1.0)
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), policy=RetryPolicy(max_attempts=1))
-    (env,) = out.envelopes["drip"]
-    assert env.error is not None and "deadline of 1 s" in env.error
-    assert 900 <= env.elapsed_ms < 1300  # not the 1.8 s it takes to notice after the next chunk
+    (got,) = out.grades["drip"]
+    assert "deadline of 1 s" in got.reasons[0]
+    assert got.elapsed_ms is not None and 900 <= got.elapsed_ms < 1300  # not the 1.8 s it takes to notice after the next chunk
 
 
 def test_an_interrupt_during_a_retry_wait_sends_no_early_retry(srv):
@@ -413,8 +413,8 @@ def test_an_interrupt_during_a_retry_wait_sends_no_early_retry(srv):
     out = run_live([c], ClientSettings(base_url=srv.url, model="m"), stop=stop, grace_s=2.0)
     assert time.monotonic() - t0 < 2.0
     assert srv.attempts("wait") == 1  # the retry was not sent early
-    (env,) = out.envelopes["wait"]
-    assert env.http_status == 503 and "interrupted before a retry" in env.notes
+    (got,) = out.grades["wait"]
+    assert got.http_status == 503 and "interrupted before a retry" in got.reasons
 
 
 # --------------------------------------------------------------------------- streaming
@@ -496,7 +496,7 @@ def test_rule_8_cut_streams_are_counted_and_suggest_concurrency_1(srv):
     settings = ClientSettings(base_url=srv.url, model="m", stream=True)
     out = run_live(cases, settings, policy=RetryPolicy(base_delay_s=0.01))
     assert out.cut_streams == 3
-    assert [env.attempts for c in cases for env in out.envelopes[c.id]] == [2, 3, 1]
+    assert [g.attempts for c in cases for g in out.grades[c.id]] == [2, 3, 1]
     assert any("try --concurrency 1" in r for r in out.remarks())
     srv.plant("cut-once", [Behaviour.stream_cut("Hello"), Behaviour.ok("Hello")])
     once = run_live([planted_case("cut-once")], settings, policy=RetryPolicy(base_delay_s=0.01))
@@ -701,6 +701,37 @@ def test_record_then_replay_gives_the_same_grades(tmp_path, srv, stream):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
     assert first.report["summary"] == replayed.report["summary"]
     assert first.code == replayed.code
+
+
+LOOKUP_TOOL = {"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_tool_call_assertions_live_then_replayed(tmp_path, srv, stream):
+    """Issue #9: `tool-call` graded on the wire's tool calls, sent with the case's tools, then the same offline."""
+    plants = {
+        "tc-right": (Behaviour.tool_call("lookup_order", {"order_id": "NW-1", "verbose": True}), "right", []),
+        "tc-name": (Behaviour.tool_call("cancel_order", {"order_id": "NW-1"}), "wrong", ["no call to lookup_order (called: cancel_order)"]),
+        "tc-args": (Behaviour.tool_call("lookup_order", {"order_id": "NW-2"}), "wrong",
+                    ['tool call lookup_order: arguments $.order_id: expected "NW-1", got "NW-2"']),
+        "tc-broken": (Behaviour.tool_call("lookup_order", '{"order_id": NW-1}'), "schema",
+                      ["tool call 1: lookup_order: arguments are not JSON: Expecting value at char 13"]),
+        "tc-prose": (Behaviour.ok("Your order shipped."), "wrong", ["no tool call (expected lookup_order)"]),
+    }
+    for key, (behaviour, _, _) in plants.items():
+        srv.plant(key, behaviour)
+    expect = {"type": "tool-call", "value": {"name": "lookup_order", "arguments": {"order_id": "NW-1"}}}
+    cases = [case(key, None, tools=[LOOKUP_TOOL], tool_choice="auto", **{"assert": [expect]}) for key in plants]
+    rec = tmp_path / "rec.jsonl"
+    run = live(tmp_path, srv.url, cases, "--record", str(rec), *(["--stream"] if stream else []))
+    replayed = cli(tmp_path / "fixtures", tmp_path / "replay-out", "--replay", str(rec))
+    for key, (_, label, reasons) in plants.items():
+        (sent,) = srv.requests(key)
+        assert sent.body["tools"] == [LOOKUP_TOOL] and sent.body["tool_choice"] == "auto" and sent.stream is stream
+        got = run.case(key)
+        assert (got["label"], got["reasons"]) == (label, reasons)
+        again = replayed.case(key)
+        assert (again["label"], again["reasons"]) == (label, reasons)
 
 
 def test_recording_survives_a_lone_surrogate(tmp_path, srv):

@@ -20,7 +20,6 @@ from conftest import make_case, make_suite, run_report
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_tiny import ALIAS, LlamaServer, write_tiny_llama  # noqa: E402
 
-from envelope_ci.grading.grade import grade  # noqa: E402
 from envelope_ci.model import RetryPolicy  # noqa: E402
 from envelope_ci.transport.http import ClientSettings  # noqa: E402
 from envelope_ci.transport.pool import run_live  # noqa: E402
@@ -101,11 +100,10 @@ def test_rule_8_llama_cpp_cuts_a_stream_when_the_next_request_arrives(tmp_path: 
         settings = ClientSettings(base_url=server.url, model=ALIAS, stream=True)
         busy = run_live(cases, settings, concurrency=4, policy=RetryPolicy(max_attempts=1))
         alone = run_live(cases, settings, concurrency=1, policy=RetryPolicy(max_attempts=1))
-    by_id = {c.id: c for c in cases}
-    busy_labels = {cid: grade(envs[0], by_id[cid]).label.value for cid, envs in busy.envelopes.items()}
+    busy_labels = {cid: grades[0].label.value for cid, grades in busy.grades.items()}
     assert busy.cut_streams >= 2, busy_labels
     assert any("--concurrency 1" in note for note in busy.remarks())
     for cid, label in busy_labels.items():
         assert label in (CASES[cid][1], "drop"), (cid, label)  # cut: a drop, never truncated
     assert alone.cut_streams == 0
-    assert {cid: grade(envs[0], by_id[cid]).label.value for cid, envs in alone.envelopes.items()} == {cid: label for cid, (_, label) in CASES.items()}
+    assert {cid: grades[0].label.value for cid, grades in alone.grades.items()} == {cid: label for cid, (_, label) in CASES.items()}

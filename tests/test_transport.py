@@ -241,9 +241,22 @@ def test_request_body_passes_case_options_through():
 
 # --------------------------------------------------------------------------- Budget, Throttle, Progress
 def test_budget_is_shared_and_bounded():
-    budget = Budget(3)
+    budget = Budget(3, "--retry-budget 3")
     assert [budget.take() for _ in range(5)] == [True, True, True, False, False]
-    assert Budget(0).take() is False
+    assert budget.refused == 2 and budget.spent() == "the run's retry budget of 3 is spent (--retry-budget 3)"
+    assert Budget(0, "--retry-budget 0").take() is False
+
+
+def test_item_5_the_default_retry_budget_scales_with_the_calls():
+    assert Budget.for_run(RetryPolicy(), 40).total == 100  # never below the old fixed default
+    sized = Budget.for_run(RetryPolicy(), 5000)
+    assert sized.total == 2500 and "0.5 per call for 5000 call(s)" in sized.spent()
+    assert Budget.for_run(RetryPolicy(run_budget=7), 5000).total == 7  # --retry-budget overrides
+
+
+def test_item_5_remarks_say_the_budget_not_the_server_ended_retries():
+    (note,) = LiveOutcome({}, budget_spent="the run's retry budget of 100 is spent (--retry-budget 100), and 9 failed attempt(s) got no retry").remarks()
+    assert note.startswith("retries ended by the budget, not the server") and "9 failed attempt(s)" in note
 
 
 def test_throttle_pauses_everyone_until_the_latest_deadline():

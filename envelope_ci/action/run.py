@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .. import api
+from .. import api, atomic
 from ..api import BaseSource, RunResult
 from ..config import RunConfig
 from ..errors import UsageError
@@ -185,7 +185,7 @@ def _publish(job: Job, ran: Ran, base: BaseSource | None) -> str:
         body, summary = report_markdown(ran.result.report, job.suite.key, mask(footer(job.env, pr, base)), mask)
     else:
         body = summary = mask(error_markdown(job.suite.key, ran.exit_code, ran.said) + footer(job.env, pr, None))
-    (job.suite.out_dir / "comment.md").write_text(body, "utf-8")
+    atomic.write_text(job.suite.out_dir / "comment.md", body)
     url, not_posted = publish_comment(job.inputs.comment, job.env, job.pull, job.client, body, job.suite.key, job.out)
     if job.env.get("GITHUB_STEP_SUMMARY"):
         append_summary(job.env["GITHUB_STEP_SUMMARY"], not_posted_note(not_posted) + summary)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RunConfig
+from ..github.comment import key_digest
 from ..model import PINS_NAME
 from .inputs import InputError, Inputs
 
@@ -35,7 +36,10 @@ def relative_to(path: Path, root: Path) -> str | None:
 
 def slug(key: str) -> str:
     """A directory name for one suite's reports (two suites in one job must not share it)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.") or "default"
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.") or "default"
+    # Two keys that clean to the same name (non-ASCII ones, `a b` and `a+b`) must not share a
+    # folder; a `/` alone (the usual `src/evals`) keeps the readable name.
+    return cleaned if cleaned == key.replace("/", "-").strip("-.") else f"{cleaned}-{key_digest(key)}"
 
 
 def locate(inputs: Inputs, workspace: Path) -> Suite:

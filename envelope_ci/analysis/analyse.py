@@ -22,6 +22,9 @@ class RunShape:
     endpoint_class: str
     temperature: float
     live: bool
+    # Why only some cases ran (--filter): a subset says nothing of a stratum's rate or size,
+    # so strata are not judged, and the run is at best inconclusive, never a pass.
+    partial: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,8 @@ def analyse(
     fp = run_fingerprint(shape, grades)
     results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases)
     strata, alerts, held = strata_report(results, thresholds)
+    if shape.partial:
+        alerts, held = [], [shape.partial]
     changes = fixture_changes(cases, pins, current_hash, files)
     alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds), lowered_alert(lowered, thresholds)) if a]
     blockers: list[str] = [*held, *lost_repeats(results)]

@@ -60,6 +60,8 @@ _MARKDOWN = str.maketrans(
 _BARE_URL = re.compile(r"://")
 # No word boundary: after an escaped `_` (`\_www.`) GFM still autolinks, and `\b` would not see it.
 _BARE_WWW = re.compile(r"(?i)(www)\.")
+# `GH-12` is an issue reference too: a joiner after `GH` stops it linking.
+_GH_REFERENCE = re.compile(r"(?i)\b(gh)(-[0-9])")
 
 _SPACES = re.compile(r"[ \t]+")
 _WHITESPACE = re.compile(r"\s+")
@@ -84,6 +86,7 @@ def _inert(text: str) -> str:
     """Escape every character that could become markup, a mention, a reference or a link."""
     text = text.translate(_MARKDOWN)
     text = _BARE_URL.sub("&#58;//", text)
+    text = _GH_REFERENCE.sub("\\1" + _ZWJ + "\\2", text)
     return _BARE_WWW.sub(r"\1&#46;", text)
 
 

@@ -10,6 +10,7 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from .. import atomic
 from ..errors import UsageError
 from ..model import Detail
 from ..parallel import MIN_ITEMS, run_concurrently
@@ -64,7 +65,7 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> t
 
     def job(path: Path, fmt: ReportFormat) -> Callable[[], None]:
         def write() -> None:
-            path.write_text(fmt.render(report, Detail.FULL), "utf-8")
+            atomic.write_text(path, fmt.render(report, Detail.FULL))
 
         return write
 

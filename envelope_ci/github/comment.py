@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 
@@ -24,7 +25,15 @@ def marker_for(key: str) -> str:
     # `--` inside an HTML comment, or a trailing `-` before `-->`, ends or breaks the comment
     # in CommonMark 0.29 (cmark-gfm), which would show the marker as text.
     cleaned = re.sub(r"-{2,}", "-", cleaned).strip("-")[:_MARKER_KEY_MAX].strip("-")
-    return f"<!-- envelope-ci:{cleaned or 'default'} -->"
+    # `evals/a b`, `evals/a-b` and `evals/a+b` would share a marker: a key that had to be
+    # changed carries a digest of the exact key, so two suites never edit each other's comment.
+    tail = "" if cleaned == key else "~" + key_digest(key)
+    return f"<!-- envelope-ci:{cleaned or 'default'}{tail} -->"
+
+
+def key_digest(key: str) -> str:
+    """Eight hex digits naming a suite key exactly (markers and report folders of keys that had to be cleaned)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def has_marker(body: object, marker: str) -> bool:

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from ..model import Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
+from ..urls import redact
 
 # Statuses a client should treat as the path failing, not the request being bad.
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+# The most of a redirect's Location a reason shows.
+REDIRECT_SHOWN = 120
 # Why a stream that ended before any finish_reason is a drop (the live client counts these).
 STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it mid-answer)"
 # One token cut short by the end of the text, from where the parser complains about it: a literal
@@ -87,6 +90,9 @@ def judge(envelope: Envelope) -> Judgement:
         return Judgement(Label.DROP, (f"no response: {envelope.error or 'unknown transport error'}",), None)
     status = envelope.http_status
     body = envelope.body
+    if 300 <= status < 400:
+        location = next((str(v) for k, v in envelope.headers.items() if k.lower() == "location"), None)
+        return Judgement(Label.DROP, (redirect_reason(status, location),), None)
     if status != 200:
         message = error_message(body)
         # A 429 whose quota is gone is not transient: waiting will not help.
@@ -106,6 +112,15 @@ def judge(envelope: Envelope) -> Judgement:
         # bare [DONE] when the next request arrives, proxies close it at their timeout. Retry it.
         return Judgement(Label.DROP, (STREAM_CUT,), reply)
     return _judge_reply(reply)
+
+
+def redirect_reason(status: int, location: str | None) -> str:
+    """A redirect, never followed: the key and the prompt stay with the configured endpoint. ``location`` shown escaped and cut."""
+    if not location:
+        return f"HTTP {status} redirect with no Location, not followed"
+    where = redact(location)
+    shown = ascii(where[:REDIRECT_SHOWN]) + ("…" if len(where) > REDIRECT_SHOWN else "")
+    return f"HTTP {status} redirect to {shown}, not followed: point --base-url at where the endpoint really is"
 
 
 def _judge_reply(reply: Reply) -> Judgement:

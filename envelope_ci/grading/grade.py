@@ -67,7 +67,7 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
                     return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
     for failure, label in ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG)):
-        failed = [why for e in case.expectations if e.kind.failure is failure for why in e.failures(answer, case)]
+        failed = [why for e in case.expectations for why in e.failures_as(failure, answer, case)]
         if failed:
             return label, reasons + failed, reply
     return Label.RIGHT, reasons, reply

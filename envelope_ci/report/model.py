@@ -77,6 +77,15 @@ class FixtureChanges:
 
 
 @dataclass(frozen=True)
+class PartialRun:
+    """A ``--filter`` run: which filters, and how many of the suite's cases they selected."""
+
+    filters: tuple[str, ...]
+    selected: int
+    total: int
+
+
+@dataclass(frozen=True)
 class RunInfo:
     """How the run was made: enough to reproduce it."""
 
@@ -91,6 +100,7 @@ class RunInfo:
     temperature: float
     thresholds: Thresholds
     config_file: str | None
+    partial: PartialRun | None = field(default=None, metadata={"omit_none": True})  # absent on a run of the whole suite
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ def _inconclusive_steps(analysis: Analysis, run: RunInfo) -> list[NextStep]:
         first = undelivered[0].reasons[0] if undelivered[0].reasons else "no response"
         steps.append(NextStep(f"{len(undelivered)} case(s) got no gradeable answer ({_ids([r.case.id for r in undelivered])}; "
                               f"first: {first}): check the endpoint and the network, then run again", rerun_command(run)))
-    if analysis.blockers and not undelivered:
+    if run.partial is not None:
+        steps.append(NextStep(f"a partial run (--filter) cannot pass: grade all {run.partial.total} cases for a verdict", rerun_command(run)))
+    elif analysis.blockers and not undelivered:
         steps.append(NextStep("the run could not judge everything (" + "; ".join(analysis.blockers[:3]) + "): run it again", rerun_command(run)))
     return steps

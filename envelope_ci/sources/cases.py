@@ -26,8 +26,12 @@ from .files import CASE_SUFFIXES, case_files
 from .parse import RawCase, parse_file
 from .recordings import envelope_problem
 from .refs import FileRefs
+from .sidecars import attach_recorded
+from .templates import FILE_KEYS, render
 
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
+# Two ways of giving one message: a case uses one of each pair (``messages`` replaces prompt and system).
+_EITHER = (("system", "system_file"), ("prompt", "prompt_file"), ("messages", "system_file"), ("messages", "prompt_file"))
 
 
 @lru_cache(maxsize=1)
@@ -59,8 +63,8 @@ def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> lis
             continue
         guess = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean {guess[0]!r}?)" if guess else ""
-        line = raw.key_lines.get(path[0] if path else key, raw.line)
-        out.append(Problem(raw.file, line, ".".join(path + [key]), f"unknown key{hint}"))
+        where = ".".join(path + [key])
+        out.append(Problem(raw.file, raw.line_of(where), where, f"unknown key{hint}"))
     return out
 
 
@@ -99,7 +103,7 @@ def validate_raw(raw: RawCase) -> list[Problem]:
     problems = []
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
-        problems.append(Problem(raw.file, raw.key_lines.get("recorded", raw.line), recorded_problem[0], recorded_problem[1]))
+        problems.append(Problem(raw.file, raw.line_of("recorded"), recorded_problem[0], recorded_problem[1]))
     for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
         if error.absolute_path and error.absolute_path[0] == "recorded":
             continue
@@ -109,27 +113,28 @@ def validate_raw(raw: RawCase) -> list[Problem]:
             problems += unknown_key_problems(raw, error)
             continue
         field_name = _field_path(error)
-        top = str(error.absolute_path[0]) if error.absolute_path else None
-        line = raw.key_lines.get(top, raw.line) if top else raw.line
         message = error.message
         if error.validator == "pattern" and list(error.absolute_path) == ["id"]:
             message = f"{error.instance!r} has whitespace: ids are single words (use - or _)"
+        elif error.validator == "pattern" and list(error.absolute_path) == ["vars"]:
+            message = f"{error.instance!r} is not a variable name: letters, digits and _, not starting with a digit"
         elif error.validator == "anyOf" and not error.absolute_path:
             message = "a case needs a 'prompt' or 'messages'"
         elif error.validator == "not" and not error.absolute_path:
             message = "give either 'completion' or 'recorded', not both"
-        problems.append(Problem(raw.file, line, field_name or None, message))
+        problems.append(Problem(raw.file, raw.line_of(field_name), field_name or None, message))
+    problems += [Problem(raw.file, raw.line_of(b), b, f"give either {a!r} or {b!r}, not both") for a, b in _EITHER if a in raw.data and b in raw.data]
     found_not_json = not_json(raw.data)
     if found_not_json is not None:
         where, why = found_not_json
-        problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where or None, why))
+        problems.append(Problem(raw.file, raw.line_of(where), where or None, why))
         return problems  # such a case cannot be hashed or its schema checked
     for where, expectation in _raw_expectations(raw.data):
         check = expectation.kind.value_problem
         found = check(expectation.value) if check is not None and expectation.value is not None else None
         if found:
             inner, message = found
-            problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where + (f".{inner}" if inner else ""), message))
+            problems.append(Problem(raw.file, raw.line_of(where), where + (f".{inner}" if inner else ""), message))
     return problems
 
 
@@ -145,18 +150,21 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
     return found
 
 
-def expectations_of(data: dict[str, Any], refs: FileRefs) -> tuple[Expectation, ...]:
-    """The case's assertions with their values prepared (schemas compiled, patterns built) once."""
+def expectations_of(raw: RawCase, refs: FileRefs) -> tuple[Expectation, ...]:
+    """The case's assertions with their values prepared (schemas compiled, graders loaded) once; a value that cannot be is a problem on its line."""
     out = []
-    for _, e in _raw_expectations(data):
-        prepared = e.kind.prepare(e.value, refs.path) if e.kind.prepare is not None and e.value is not None else e.value
+    for where, e in _raw_expectations(raw.data):
+        try:
+            prepared = e.kind.prepare(e.value, refs.path) if e.kind.prepare is not None and e.value is not None else e.value
+        except UsageError as exc:
+            raise UsageError([Problem(raw.file, raw.line_of(where), where, p.message) for p in exc.problems]) from None
         out.append(Expectation(e.kind, prepared, e.negated))
     return tuple(out)
 
 
 def references_of(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, path) of every file a validated case names."""
-    found = []
+    """(field, path) of every file a validated case names: its prompt files, its assertions' files."""
+    found = [(key, data[key]) for key in FILE_KEYS if key in data]
     for where, e in _raw_expectations(data):
         if e.kind.references is not None and e.value is not None:
             found += [(where, ref) for ref in e.kind.references(e.value)]
@@ -171,10 +179,18 @@ def _named_files(raw: RawCase, refs: FileRefs) -> dict[str, str]:
         try:
             files[refs.key(ref)] = refs.digest(ref)
         except UsageError as exc:
-            problems.append(Problem(raw.file, raw.key_lines.get(where.split(".")[0], raw.line), where, str(exc)))
+            problems.append(Problem(raw.file, raw.line_of(where), where, str(exc)))
     if problems:
         raise UsageError(problems)
     return dict(sorted(files.items()))
+
+
+def _messages(raw: RawCase, refs: FileRefs) -> tuple[dict[str, Any], ...]:
+    """What the case sends, prompt files read and ``{{ name }}`` filled; every template problem on its line."""
+    messages, found = render(raw.data, refs, raw.default_vars)
+    if found:
+        raise UsageError([Problem(raw.file, raw.line_of(where), where, message) for where, message in found])
+    return messages
 
 
 def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
@@ -189,11 +205,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
     refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
     files = _named_files(raw, refs)
     case_digest = digest([data, files]) if files else (case_digest or digest(data))
-    if "messages" in data:
-        messages = tuple(data["messages"])
-    else:
-        system = [{"role": "system", "content": data["system"]}] if "system" in data else []
-        messages = tuple(system + [{"role": "user", "content": data["prompt"]}])
+    messages = _messages(raw, refs)
     recorded = data.get("recorded")
     if isinstance(recorded, dict):
         recorded = [recorded]
@@ -204,12 +216,13 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         file=raw.file,
         line=raw.line,
         digest=case_digest,
-        expectations=expectations_of(data, refs),
+        expectations=expectations_of(raw, refs),
         timeout_s=data.get("timeout_s"),
         completion=data.get("completion"),
         recorded=tuple(recorded) if recorded else None,
         request={k: data[k] for k in _REQUEST_KEYS if k in data},
         files=files,
+        tags=tuple(data.get("tags", ())),
     )
 
 
@@ -225,7 +238,8 @@ def _one_per_recordings_file(problems: list[Problem]) -> list[Problem]:
     out = [p for p in problems if not p.message.startswith(_RECORDINGS_LINE)]
     for file, count in counts.items():
         out.append(Problem(file, None, None, f"this is a recordings file (--record output, {count} line(s)), not fixtures: "
-                           "keep recordings outside the fixtures directory and grade them with --replay FILE"))
+                           "keep recordings outside the fixtures directory and grade them with --replay FILE, "
+                           "or make them the fixtures' own answers with: envelope-ci import FILE --into DIR"))
     return out
 
 
@@ -241,7 +255,7 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
-            raws += parse_file(path, shown)
+            raws += attach_recorded(parse_file(path, shown), path, shown)
         except UsageError as exc:
             problems += exc.problems
     for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws), strict=True):
@@ -259,6 +273,8 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
         first_seen[case.id] = f"{raw.file}:{raw.line}" if raw.line else raw.file
         cases.append(case)
     if problems:
+        # Once each: a problem in a file's defaults is found again in every case of the file.
+        problems = list(dict.fromkeys(problems))
         raise UsageError(sorted(_one_per_recordings_file(problems), key=lambda p: p.file))  # stable: file order, then as found
     if not cases:
         raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])

@@ -1,12 +1,13 @@
 """Locating and reading the fixtures directory: which files belong to it, their bytes, their digests."""
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..canonical import digest, digest_bytes
 from ..errors import Problem, UsageError
-from ..model import CONFIG_NAMES, PINS_NAME, Case
+from ..model import CONFIG_NAMES, PINS_NAME, RECORDED_SUFFIX, Case
 
 CASE_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
@@ -16,13 +17,37 @@ def is_hidden(rel: Path) -> bool:
 
 
 def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
-    """Every file that belongs to the fixtures (hashed), sorted, minus excluded files and folders."""
+    """Every file that belongs to the fixtures (hashed), sorted, minus excluded files and folders.
+
+    A symlink that leaves the fixtures directory (to ``/etc/passwd``, say) and a folder that
+    cannot be read are bad input: reading the one or skipping the other silently would hash
+    or grade something other than the fixtures.
+    """
+    top = root.resolve()
     out = []
-    for path in sorted(root.rglob("*")):
+    for path in sorted(_walk(root)):
         resolved = path.resolve()
-        if path.is_file() and not is_hidden(path.relative_to(root)) and not (resolved in exclude or exclude.intersection(resolved.parents)):
+        if is_hidden(path.relative_to(root)) or resolved in exclude or exclude.intersection(resolved.parents):
+            continue
+        if path.is_symlink() and top not in resolved.parents:
+            raise UsageError([Problem(path.as_posix(), None, None, f"a symlink out of the fixtures directory (to {resolved.as_posix()}): "
+                                      "copy the file in, or name it from a case")])
+        if path.is_file():
             out.append(path)
     return out
+
+
+def _walk(root: Path) -> list[Path]:
+    """Every entry under ``root``, not descending into symlinked folders; an unreadable folder is an error."""
+    def refuse(error: OSError) -> None:
+        raise UsageError([Problem(str(error.filename or root), None, None, f"cannot read this folder of the fixtures: {error.strerror or error}")])
+
+    found = []
+    for folder, dirs, files in os.walk(root, onerror=refuse):
+        base = Path(folder)
+        found += [base / name for name in files]
+        found += [base / name for name in dirs if (base / name).is_symlink()]  # checked, never entered
+    return found
 
 
 def fixture_digests(root: Path, exclude: set[Path]) -> dict[str, str]:
@@ -43,11 +68,19 @@ def suite_digests(root: Path, exclude: set[Path], cases: Iterable[Case]) -> dict
 
 
 def case_files(root: Path, exclude: set[Path]) -> list[Path]:
-    """The files that hold cases: data files that are not a pins file or the config.
+    """The files that hold cases: data files that are not a pins file, the config or a recorded sidecar.
 
-    A file named like the pins is never a case, even when ``--pins`` points elsewhere.
+    A file named like the pins is never a case, even when ``--pins`` points elsewhere. A
+    sidecar (``cases.yaml.recorded.jsonl``) is read with its case file; one whose case file
+    is gone is an error, not silently ignored recordings.
     """
-    return [p for p in fixture_files(root, exclude) if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME)]
+    files = fixture_files(root, exclude)
+    cases = [p for p in files if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME) and not p.name.endswith(RECORDED_SUFFIX)]
+    orphans = [p for p in files if p.name.endswith(RECORDED_SUFFIX) and p.with_name(p.name[: -len(RECORDED_SUFFIX)]) not in cases]
+    if orphans:
+        raise UsageError([Problem(p.as_posix(), None, None, f"recorded envelopes of {p.name[: -len(RECORDED_SUFFIX)]}, which holds no cases here: "
+                                  "rename it with its fixture file, or delete it") for p in orphans])
+    return cases
 
 
 def read_text(path: Path, shown: str) -> str:

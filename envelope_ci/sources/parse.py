@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,26 @@ MAX_EXPANDED_NODES = 200_000
 
 @dataclass(frozen=True)
 class RawCase:
-    """A case as found in a file, before validation."""
+    """A case as found in a file (its file's defaults applied), before validation.
+
+    ``key_lines`` holds the line of each top-level key, and of ``assert.N`` and ``vars.NAME``
+    when defaults were merged into them, so a problem in the defaults points at the defaults.
+    """
 
     data: Any
     file: str
     line: int | None
     key_lines: Mapping[str, int]
+    default_vars: frozenset[str] = frozenset()  # vars taken from the file's defaults: they may go unused
+
+    def line_of(self, where: str | None) -> int | None:
+        """The line of a dotted field: that of its longest prefix with a known line, else the case's."""
+        parts = where.split(".") if where else []
+        for end in range(len(parts), 0, -1):
+            line = self.key_lines.get(".".join(parts[:end]))
+            if line is not None:
+                return line
+        return self.line
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -110,6 +124,75 @@ def _unwrap(data: Any) -> list[Any] | None:
     return None
 
 
+def _defaults_form(data: dict[str, Any], shown: str, top_lines: Mapping[str, int]) -> tuple[list[Any], dict[str, Any]]:
+    """``{defaults: {...}, cases: [...]}``: the cases and their defaults, or every problem with the wrapper."""
+    problems = [Problem(shown, top_lines.get(str(key), 1), str(key), "unknown key: a file with 'defaults' holds only 'defaults' and 'cases'")
+                for key in data if key not in ("defaults", "cases")]
+    if not isinstance(data.get("cases"), list):
+        problems.append(Problem(shown, top_lines.get("cases", 1), "cases", "a file with 'defaults' needs a 'cases' list"))
+    if not isinstance(data["defaults"], dict):
+        problems.append(Problem(shown, top_lines.get("defaults", 1), "defaults", f"expected a mapping of case keys, got {type(data['defaults']).__name__}"))
+    if problems:
+        raise UsageError(problems)
+    return data["cases"], data["defaults"]
+
+
+def _split(data: Any, shown: str, top_lines: Mapping[str, int]) -> tuple[list[Any], dict[str, Any]]:
+    """A file's cases, and the defaults they share (none unless the file is ``{defaults, cases}``)."""
+    if isinstance(data, dict) and "defaults" in data:
+        return _defaults_form(data, shown, top_lines)
+    items = _unwrap(data)
+    if items is None:
+        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
+    return items, {}
+
+
+# A case's own key replaces the defaults' keys that give the same message another way.
+_REPLACES = {
+    "prompt": ("prompt_file", "messages"),
+    "prompt_file": ("prompt", "messages"),
+    "system": ("system_file",),
+    "system_file": ("system",),
+    "messages": ("prompt", "prompt_file", "system", "system_file"),
+}
+
+
+def _entry_lines(key: str, entries: Iterable[Any], inherited: Container[Any], default_line: int, own_line: int | None) -> dict[str, int]:
+    """The line of each merged entry (``assert.0``, ``vars.tone``): the defaults' for those they gave."""
+    found = {f"{key}.{e}": default_line if e in inherited else own_line for e in entries}
+    return {k: line for k, line in found.items() if line is not None}
+
+
+def apply_defaults(raw: RawCase, defaults: Mapping[str, Any], lines: Mapping[str, int]) -> RawCase:
+    """The case over its file's defaults: its own keys win, except that ``assert`` lists
+    concatenate (defaults first) and ``vars`` merge name by name."""
+    own = raw.data
+    if not isinstance(own, dict) or not defaults:
+        return raw
+    replaced = {key for k in own for key in _REPLACES.get(k, ())}
+    data = {k: v for k, v in defaults.items() if k not in own and k not in replaced}
+    key_lines = {**{k: lines[k] for k in data}, **raw.key_lines}
+    default_vars = set(data.get("vars", {})) if isinstance(data.get("vars"), dict) else set()
+    data.update(own)
+    base, mine = defaults.get("assert"), own.get("assert")
+    if isinstance(base, list) and isinstance(mine, list):
+        data["assert"] = base + mine
+        key_lines.update(_entry_lines("assert", range(len(data["assert"])), range(len(base)), lines["assert"], raw.key_lines.get("assert", raw.line)))
+    base, mine = defaults.get("vars"), own.get("vars")
+    if isinstance(base, dict) and isinstance(mine, dict):
+        data["vars"] = {**base, **mine}
+        default_vars = set(base) - set(mine)
+        key_lines.update(_entry_lines("vars", data["vars"], default_vars, lines["vars"], raw.key_lines.get("vars", raw.line)))
+    return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars))
+
+
+def with_defaults(raws: list[RawCase], defaults: dict[str, Any], lines: Mapping[str, int], shown: str) -> list[RawCase]:
+    """Every case of a file over the file's defaults; ``id`` is the one key defaults cannot give."""
+    if "id" in defaults:
+        raise UsageError([Problem(shown, lines["id"], "defaults.id", "defaults cannot give an id: each case names its own")])
+    return [apply_defaults(raw, defaults, lines) for raw in raws]
+
+
 def parse_yaml(text: str, shown: str) -> list[RawCase]:
     loader = _LineLoader(text)
     try:
@@ -126,14 +209,13 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
         raise UsageError([Problem(shown, None, None, f"YAML aliases expand past {MAX_EXPANDED_NODES} nodes: refusing an alias bomb")])
     if data is None:
         return []
-    items = _unwrap(data)
-    if items is None:
-        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
+    items, defaults = _split(data, shown, loader.lines.get(id(data), (1, {}))[1])
     out = []
     for item in items:
         line, keys = loader.lines.get(id(item), (None, {}))
         out.append(RawCase(item, shown, line, keys))
-    return out
+    start, keys = loader.lines.get(id(defaults), (1, {}))
+    return with_defaults(out, defaults, {k: keys.get(k, start) for k in defaults}, shown)
 
 
 def json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -> Problem:
@@ -141,6 +223,12 @@ def json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) ->
     before = exc.doc[: exc.pos].rstrip()
     hint = " (a trailing comma? JSON allows none before ] or })" if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in "]}" else ""
     return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno}){hint}")
+
+
+def _key_line(text: str, key: str) -> int:
+    """Where a key is first written in a JSON file (json keeps no positions)."""
+    match = re.compile(re.escape(json.dumps(key)) + r"\s*:").search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
 def _id_line(text: str, case_id: Any, start: int = 0) -> tuple[int | None, int]:
@@ -161,9 +249,8 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
         raise UsageError([json_problem(shown, exc)]) from None
     except NotJSON as exc:
         raise UsageError([Problem(shown, None, None, str(exc))]) from None
-    items = _unwrap(data)
-    if items is None:
-        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
+    top_lines = {str(k): _key_line(text, str(k)) for k in data} if isinstance(data, dict) and "defaults" in data else {}
+    items, defaults = _split(data, shown, top_lines)
     out: list[RawCase] = []
     resume: dict[str, int] = {}
     for item in items:
@@ -172,7 +259,8 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
         if isinstance(case_id, str):
             resume[case_id] = after  # a duplicate id is found on its own line, not the first one's
         out.append(RawCase(item, shown, line, {}))
-    return out
+    # json keeps no positions: a problem in the defaults points at the "defaults" key.
+    return with_defaults(out, defaults, dict.fromkeys(defaults, top_lines.get("defaults", 1)), shown)
 
 
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:

@@ -13,7 +13,8 @@ import urllib3
 from ..model import Case, Envelope
 from ..providers.base import Provider
 from ..secrets import Secrets
-from .reading import TRANSPORT_ERRORS, Limits, read_stream, read_whole
+from .reading import TRANSPORT_ERRORS, Limits, deadline_passed, read_stream, read_whole
+from .watchdog import Alarm, Watchdog, WatchedAdapter
 
 USER_AGENT = "envelope-ci"
 
@@ -39,11 +40,14 @@ class ClientSettings:
 class Client:
     """One worker's connection pool and the single-attempt exchange."""
 
-    def __init__(self, provider: Provider, settings: ClientSettings, secrets: Secrets) -> None:
+    def __init__(self, provider: Provider, settings: ClientSettings, secrets: Secrets, watchdog: Watchdog) -> None:
         self.provider = provider
         self.settings = settings
         self.secrets = secrets
+        self.watchdog = watchdog
         self.session = requests.Session()
+        for scheme in ("http://", "https://"):
+            self.session.mount(scheme, WatchedAdapter())
         self.url = settings.base_url.rstrip("/") + provider.path
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
         self.headers.update(settings.extra_headers)
@@ -54,32 +58,37 @@ class Client:
         self.session.close()
 
     def attempt(self, case: Case) -> Envelope:
-        """One HTTP exchange. ``elapsed_ms`` spans send to last byte: no parsing, no grading."""
+        """One HTTP exchange, within the case's deadline from connect to last byte.
+
+        ``elapsed_ms`` spans send to last byte: no parsing, no grading. Redirects are not followed:
+        requests would resend the body, and every header but ``Authorization``, to the other host.
+        """
         s = self.settings
         payload = json.dumps(self.provider.request_body(case, s.model, s.temperature, s.stream)).encode("utf-8")
         deadline_s = case.timeout_s or s.case_timeout_s
         timeout = (min(s.connect_timeout_s, deadline_s), deadline_s)
         t0 = time.perf_counter()
-        try:
-            resp = self.session.post(self.url, data=payload, headers=self.headers, timeout=timeout, stream=True)
-        except TRANSPORT_ERRORS as exc:
-            return self._failed(exc, t0, deadline_s)
-        try:
-            env = self._read(resp, Limits(t0, deadline_s, s.max_response_bytes))
-            return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
-        except TRANSPORT_ERRORS as exc:
-            return self._failed(exc, t0, deadline_s)
-        finally:
-            resp.close()
+        with self.watchdog.deadline(deadline_s) as alarm:
+            try:
+                resp = self.session.post(self.url, data=payload, headers=self.headers, timeout=timeout, stream=True, allow_redirects=False)
+            except TRANSPORT_ERRORS as exc:
+                return self._failed(exc, t0, deadline_s, alarm)
+            try:
+                env = self._read(resp, Limits(t0, deadline_s, s.max_response_bytes, alarm))
+            except TRANSPORT_ERRORS as exc:
+                return self._failed(exc, t0, deadline_s, alarm)
+            finally:
+                resp.close()
+        return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
 
     def _read(self, resp: requests.Response, limits: Limits) -> Envelope:
         if self.settings.stream and resp.status_code == 200 and "text/event-stream" in resp.headers.get("content-type", ""):
             return read_stream(resp, limits, self.provider)
         return read_whole(resp, limits)
 
-    def _failed(self, exc: BaseException, t0: float, deadline_s: float) -> Envelope:
+    def _failed(self, exc: BaseException, t0: float, deadline_s: float, alarm: Alarm) -> Envelope:
         elapsed = (time.perf_counter() - t0) * 1000.0
-        detail = failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url)
+        detail = deadline_passed(deadline_s) if alarm.fired else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url)
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
 
 
@@ -88,7 +97,7 @@ def failure_detail(exc: BaseException, connect_s: float, deadline_s: float, url:
     if isinstance(exc, requests.ConnectTimeout):
         return f"ConnectTimeout: no connection within {connect_s:g} s"
     if isinstance(exc, (requests.ReadTimeout, urllib3.exceptions.ReadTimeoutError, TimeoutError)):
-        return f"ReadTimeout: no complete response within the case deadline of {deadline_s:g} s"
+        return deadline_passed(deadline_s)
     root = _root_cause(exc)
     errno = re.search(r"\[Errno -?\d+\][^'\")]*", str(root))
     if not errno:

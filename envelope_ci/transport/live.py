@@ -24,10 +24,11 @@ def fetch_envelopes(
     record: Path | None,
     quiet: bool,
     provider: Provider = OPENAI_CHAT,
+    max_run_s: float | None = None,
 ) -> LiveOutcome:
-    """Every case's envelopes from the endpoint, as the CLI wants them: Ctrl-C ends the run politely, progress goes to stderr."""
+    """Every case's grades from the endpoint, as the CLI wants them: Ctrl-C or --max-run-time ends the run politely, progress goes to stderr."""
     stop = threading.Event()
     progress = Progress(len(cases) * repeats, quiet=quiet)
     with Interrupts(stop):
         return run_live(cases, settings, provider=provider, concurrency=concurrency, repeats=repeats, policy=policy,
-                        record=record, progress=progress, stop=stop)
+                        record=record, progress=progress, stop=stop, max_run_s=max_run_s)

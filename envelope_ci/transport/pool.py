@@ -1,6 +1,7 @@
-"""The worker pool: every (case, repeat) through a bounded set of threads, results kept per case."""
+"""The worker pool: every (case, repeat) through a bounded set of threads, each graded as it arrives."""
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -9,14 +10,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..model import Case, Envelope, RetryPolicy
+from ..grading.grade import grade
+from ..model import Case, Envelope, Grade, RetryPolicy
 from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
+from ..report.build import PREVIEW_CHARS
 from ..secrets import Secrets
 from ..sources.recordings import RecordingWriter
 from .http import Client, ClientSettings
 from .progress import Progress
 from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
+from .watchdog import Watchdog
 
 DEFAULT_RETRY = RetryPolicy()
 Job = tuple[int, int]  # (case index, repeat)
@@ -28,15 +32,20 @@ CUT_STREAMS_NOTE_AT = 2
 
 @dataclass
 class LiveOutcome:
-    """Envelopes per case id (repeats in order), whether the run was cut short, and what the server did to it."""
+    """Grades per case id (repeats in the order they finished), whether the run was cut short, and what the server did to it.
 
-    envelopes: dict[str, list[Envelope]]
+    Grades, not envelopes: each envelope is graded, recorded and let go as it arrives, so a run's
+    memory does not grow with the size of its answers (a grade keeps the preview, not the text).
+    """
+
+    grades: dict[str, list[Grade]]
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)  # why an interrupted run judges nothing
     cut_streams: int = 0  # attempts whose stream the server cut before a finish_reason (retried as drops)
     rate_limit_wait_s: float = 0.0  # how long the run was paused on 429s
     rate_limit_spent: bool = False  # the run reached --max-rate-limit-wait: cases left were not run
     concurrency: int = 1
+    budget_spent: str | None = None  # the retry budget ran out and refused retries: how it was set
 
     def remarks(self) -> list[str]:
         """Report notes on how the endpoint behaved: what a reader should change, or know, about this run."""
@@ -51,6 +60,8 @@ class LiveOutcome:
                        "the cases left are undelivered")
         elif self.rate_limit_wait_s > 0:
             out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on 429s (attempts are not counted against --max-attempts)")
+        if self.budget_spent:
+            out.append(f"retries ended by the budget, not the server: {self.budget_spent}; raise --retry-budget for a run that resolves them")
         return out
 
 
@@ -67,54 +78,72 @@ def run_live(
     stop: threading.Event | None = None,
     grace_s: float = 5.0,
     seed: int | None = None,
+    max_run_s: float | None = None,
 ) -> LiveOutcome:
     """Every (case, repeat) through a bounded worker pool, so a slow endpoint is called in parallel but never flooded.
 
-    ``stop`` ends scheduling; calls in flight then get ``grace_s`` to finish. ``seed`` makes the backoff jitter reproducible.
+    ``stop`` ends scheduling, and so does ``max_run_s`` (--max-run-time) passing; calls in flight then
+    get ``grace_s`` to finish, and are cut after it. ``seed`` makes the backoff jitter reproducible.
+    A grader that raised is raised again once the run is over, as when grading came after it.
     """
     writer = RecordingWriter(record) if record else None
-    pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats)
+    watchdog = Watchdog()
+    pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog)
     threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
                for i in range(min(concurrency, len(pool.jobs)) or 1)]
     for t in threads:
         t.start()
-    _join(threads, pool.stop, grace_s)
+    if _join(threads, pool.stop, grace_s, time.monotonic() + (max_run_s or math.inf)):
+        pool.out_of_time = f"the run reached --max-run-time ({max_run_s:g} s)"
+    watchdog.close()  # calls still in flight after the grace are cut here
     if writer:
         writer.close()
+    if pool.grading_error is not None:
+        raise pool.grading_error
     return replace(pool.outcome(), concurrency=len(threads))
 
 
-def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float) -> None:
-    """Wait for the workers; once stopped, give the calls in flight ``grace_s`` in all, then move on."""
+def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float, deadline: float) -> bool:
+    """Wait for the workers, stopping them at the run's ``deadline``; once stopped, give the calls in flight ``grace_s`` in all.
+
+    True when the deadline stopped the run.
+    """
+    out_of_time = False
     for t in threads:
         while t.is_alive() and not stop.is_set():
+            if time.monotonic() >= deadline:
+                out_of_time = True
+                stop.set()
             t.join(0.1)
     if stop.is_set():
         end = time.monotonic() + grace_s
         for t in threads:
             t.join(max(0.0, end - time.monotonic()))
+    return out_of_time
 
 
 class _Pool:
     """What the workers share: the job queue, the retry budget and pause, and the finished envelopes."""
 
     def __init__(self, cases: Sequence[Case], settings: ClientSettings, provider: Provider, policy: RetryPolicy,
-                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int) -> None:
+                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog) -> None:
         self.cases, self.settings, self.provider, self.policy = cases, settings, provider, policy
-        self.stop, self.progress, self.writer = stop, progress, writer
+        self.stop, self.progress, self.writer, self.watchdog = stop, progress, writer, watchdog
         self.secrets = Secrets([settings.api_key, *settings.extra_headers.values()])
         self.jobs: list[Job] = [(i, r) for r in range(repeats) for i in range(len(cases))]
         self._next_job = iter(self.jobs)
         self._job_lock = threading.Lock()
         self._done_lock = threading.Lock()  # results and recording lines in the same (finishing) order
-        self.results: dict[Job, Envelope] = {}
+        self.results: dict[Job, Grade] = {}
         self.throttle = Throttle(stop, policy.max_rate_limit_wait_s)
-        self.budget = Budget(policy.run_budget)
+        self.budget = Budget.for_run(policy, len(self.jobs))
         self.cut_streams = 0
+        self.out_of_time: str | None = None  # why the run's time was up, if it was
+        self.grading_error: Exception | None = None
 
     def work(self, index: int, seed: int | None) -> None:
         """One worker: its own connection pool, taking jobs until none are left or the run stops."""
-        client = Client(self.provider, self.settings, self.secrets)
+        client = Client(self.provider, self.settings, self.secrets, self.watchdog)
         rng = random.Random(None if seed is None else seed + index)
         try:
             while not self.stop.is_set() and not self.throttle.spent:  # spent: the server will not have us
@@ -139,27 +168,48 @@ class _Pool:
             return Envelope(error=f"envelope-ci internal error: {detail}"), [{"attempt": 1, "label": "drop", "error": detail}]
 
     def _finish(self, job: Job, case: Case, env: Envelope, log: list[dict[str, Any]]) -> None:
+        """Record the envelope, then keep only its grade: the body goes with the envelope."""
+        graded = self._grade(env, case)
         with self._done_lock:
-            self.results[job] = env
+            if graded is not None:
+                self.results[job] = graded
             self.cut_streams += sum(1 for entry in log if entry.get("stream_cut"))
             if self.writer:
                 self.writer.write(case.id, env, log)
         if self.progress:
             self.progress.tick(log[-1]["label"])
 
+    def _grade(self, env: Envelope, case: Case) -> Grade | None:
+        """The envelope's grade, its text cut to the report's preview; None once a grader raised (the run raises it at its end)."""
+        try:
+            done = grade(env, case)
+        except Exception as exc:  # a user's grader that fails is exit 2, reported once as before
+            with self._done_lock:
+                self.grading_error = self.grading_error or exc
+            return None
+        return replace(done, text=done.text[:PREVIEW_CHARS]) if done.text is not None else done
+
     def outcome(self) -> LiveOutcome:
-        """Envelopes per case; a case never finished gets a drop that says why."""
+        """Grades per case; a case never finished gets a drop that says why."""
         outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(), cut_streams=self.cut_streams,
-                              rate_limit_wait_s=self.throttle.waited_s, rate_limit_spent=self.throttle.spent)
+                              rate_limit_wait_s=self.throttle.waited_s, rate_limit_spent=self.throttle.spent,
+                              budget_spent=f"{self.budget.spent()}, and {self.budget.refused} failed attempt(s) got no retry" if self.budget.refused else None)
         # A case's repeats in the order they finished, as the recording lists them, so --replay sees the same run.
         with self._done_lock:
             finished = list(self.results.items())
-        for (i, _), env in finished:
-            outcome.envelopes[self.cases[i].id].append(env)
-        missing = [c.id for c in self.cases if not outcome.envelopes[c.id]]
-        why = "the run was interrupted" if outcome.interrupted else rate_limit_spent(self.policy.max_rate_limit_wait_s)
-        for cid in missing:
-            outcome.envelopes[cid] = [Envelope(error=f"not run: {why} before this case finished")]
+        for (i, _), graded in finished:
+            outcome.grades[self.cases[i].id].append(graded)
+        missing = [c for c in self.cases if not outcome.grades[c.id]]
+        why = self._why_stopped()
+        for case in missing:
+            outcome.grades[case.id] = [grade(Envelope(error=f"not run: {why} before this case finished"), case)]
         if outcome.interrupted:
-            outcome.notes.append(f"interrupted: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
+            outcome.notes.append(f"{why}: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
         return outcome
+
+    def _why_stopped(self) -> str:
+        if self.out_of_time:
+            return self.out_of_time
+        if self.stop.is_set():
+            return "the run was interrupted"
+        return rate_limit_spent(self.policy.max_rate_limit_wait_s)

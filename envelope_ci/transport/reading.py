@@ -13,6 +13,7 @@ import urllib3
 from ..model import Envelope
 from ..providers.base import Provider, StreamAssembly
 from ..providers.sse import flush_sse, iter_sse_data
+from .watchdog import Alarm
 
 # Everything a socket read can throw once requests hands us the raw stream.
 TRANSPORT_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
@@ -26,68 +27,81 @@ def safe_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items() if k.lower() not in _SECRET_HEADERS}
 
 
+def deadline_passed(deadline_s: float) -> str:
+    """Why an attempt ended at its deadline, whatever phase it was in."""
+    return f"Deadline: no complete response within the case deadline of {deadline_s:g} s (connect to last byte)"
+
+
 @dataclass(frozen=True)
 class Limits:
-    """One attempt's clock and caps: when it was sent, its total deadline, the most bytes it may bring."""
+    """One attempt's clock and caps: when it was sent, its deadline (which ``alarm`` enforces), the most bytes it may bring."""
 
     t0: float
     deadline_s: float
     max_bytes: int
+    alarm: Alarm
 
     def ms(self, t: float) -> float:
         """Milliseconds from sending to ``t``."""
         return round((t - self.t0) * 1000.0, 3)
 
     def over(self, size: int) -> str | None:
-        """Why reading must stop now (the size cap, then the deadline), or None."""
+        """Why reading must stop now (the size cap), or None."""
         if size > self.max_bytes:
             return f"{OVERSIZED} of {self.max_bytes} bytes: cut off"
-        if time.perf_counter() - self.t0 > self.deadline_s:
-            return f"no complete response within the case deadline of {self.deadline_s:g} s"
         return None
 
-    def read1(self, resp: requests.Response) -> bytes:
-        """What the body has next, never waiting past the case's total deadline.
-
-        requests' read timeout bounds each wait, not the whole body: a server trickling a
-        chunk just inside it would run far past ``timeout_s``. So each read gets the time left.
-        """
-        sock = _socket(resp)
-        if sock is not None:
-            sock.settimeout(max(self.deadline_s - (time.perf_counter() - self.t0), 0.001))
-        return resp.raw.read1(65536, decode_content=True)
-
     def cut_off(self, why: str) -> Envelope:
-        """The envelope of a read stopped by ``over``: no response to speak of."""
+        """The envelope of a read stopped early: no response to speak of."""
         return Envelope(error=why, elapsed_ms=self.ms(time.perf_counter()))
+
+    def ended(self) -> Envelope | None:
+        """At the body's end: a drop when the watchdog ended it (a shut socket reads as an end), else None."""
+        return self.cut_off(deadline_passed(self.deadline_s)) if self.alarm.fired else None
+
+
+def read1(resp: requests.Response) -> bytes:
+    """What the body has next; the watchdog, not a socket timeout, bounds the wait."""
+    return resp.raw.read1(65536, decode_content=True)
 
 
 def _socket(resp: requests.Response) -> Any:
     return getattr(getattr(resp.raw, "connection", None), "sock", None)
 
 
-def _decode_body(data: bytes) -> Any:
+def _decode_body(data: bytearray) -> tuple[Any, tuple[str, ...]]:
+    """The body, and what reading it took: bytes that are not UTF-8 are replaced, not the end of the answer."""
+    try:
+        return _parsed(data), ()
+    except UnicodeDecodeError as exc:
+        note = f"the body is not valid UTF-8 (a bad byte at offset {exc.start}): read with U+FFFD in place of the bad bytes"
+        return _parsed(data.decode("utf-8", "replace")), (note,)
+
+
+def _parsed(data: bytearray | str) -> Any:
+    """The parsed JSON, else the text; a body nested deeper than the parser goes is text too."""
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return data.decode("utf-8", "replace")
+    except UnicodeDecodeError:
+        raise
+    except (ValueError, RecursionError):
+        return data.decode("utf-8", "replace") if isinstance(data, bytearray) else data
 
 
 def read_whole(resp: requests.Response, limits: Limits) -> Envelope:
     """A non-streamed body; ``elapsed_ms`` ends at its last byte."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = limits.read1(resp)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-        over = limits.over(size)
+    data = bytearray()  # one growing buffer, not a list of chunks and then their join: one copy of the body fewer
+    while chunk := read1(resp):
+        data += chunk
+        over = limits.over(len(data))
         if over:
             return limits.cut_off(over)
     t_end = time.perf_counter()  # the body is decoded after the clock stops: no parsing inside the timing
-    return Envelope(http_status=resp.status_code, elapsed_ms=limits.ms(t_end), headers=safe_headers(resp.headers), body=_decode_body(b"".join(chunks)))
+    cut = limits.ended()
+    if cut:
+        return cut
+    body, notes = _decode_body(data)
+    return Envelope(http_status=resp.status_code, elapsed_ms=limits.ms(t_end), headers=safe_headers(resp.headers), body=body, notes=notes)
 
 
 def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> Envelope:
@@ -97,10 +111,7 @@ def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> 
     size = 0
     ttft: float | None = None
     t_last = limits.t0
-    while True:
-        chunk = limits.read1(resp)
-        if not chunk:
-            break
+    while chunk := read1(resp):
         size += len(chunk)
         over = limits.over(size)
         if over:
@@ -113,6 +124,9 @@ def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> 
         if stream.done:
             drain(resp)
             break
+    cut = None if stream.done else limits.ended()  # no end marker: the watchdog may have shut the stream
+    if cut:
+        return cut
     for data in flush_sse(buffer):
         stream.feed(data)
     return _streamed(resp, limits, stream, ttft, t_last)

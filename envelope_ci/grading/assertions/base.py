@@ -50,7 +50,9 @@ class AssertionType:
     ``references`` names the files a value points to (a grader's source): they join the
     fixtures hash and the case's digest, and ``prepare`` finds them through its ``Resolve``.
     ``shorthand`` and ``negated_shorthand`` are flat fixture keys meaning the type and its
-    ``not-`` form (``must_not_include`` is ``not-icontains-any``).
+    ``not-`` form (``must_not_include`` is ``not-icontains-any``). ``check_shape`` lets a
+    content assertion say the answer is unusable rather than wrong (``tool-call``: arguments
+    that are not JSON): its reasons are labelled ``schema``, in either form, before content.
     """
 
     name: str
@@ -66,6 +68,7 @@ class AssertionType:
     prepare: Callable[[Any, Resolve], Any] | None = None
     value_problem: Callable[[Any], tuple[str, str] | None] | None = None
     references: Callable[[Any], Sequence[str]] | None = None
+    check_shape: Check | None = None
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,8 @@ class Expectation:
             return self.kind.check(answer, self.value, case)
         assert self.kind.check_not is not None  # the schema offers not- only where it exists
         return self.kind.check_not(answer, self.value, case)
+
+    def failures_as(self, failure: Failure, answer: Answer, case: Any) -> list[str]:
+        """Its failures of one kind: grading asks for the shape ones first, then the content ones."""
+        found = list(self.kind.check_shape(answer, self.value, case)) if failure is Failure.SCHEMA and self.kind.check_shape else []
+        return found + list(self.failures(answer, case)) if self.kind.failure is failure else found

@@ -11,7 +11,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from ...errors import UsageError
-from . import contains, icontains_all, icontains_any, is_json, json_subset, max_chars
+from . import contains, contains_all, contains_any, equals, icontains, icontains_all, icontains_any, is_json, json_path, json_subset, max_chars, python_grader, regex, starts_with, tool_call
 from .base import AssertionType
 
 ENTRY_POINT_GROUP = "envelope_ci.assertions"
@@ -26,6 +26,15 @@ BUILTIN: tuple[AssertionType, ...] = (
     is_json.ASSERTION,
     json_subset.ASSERTION,
     max_chars.ASSERTION,
+    equals.ASSERTION,
+    icontains.ASSERTION,
+    contains_any.ASSERTION,
+    contains_all.ASSERTION,
+    starts_with.ASSERTION,
+    regex.ASSERTION,
+    json_path.ASSERTION,
+    python_grader.ASSERTION,
+    tool_call.ASSERTION,
 )
 
 

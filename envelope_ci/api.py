@@ -1,4 +1,4 @@
-"""The library API: ``run(config, base) -> RunResult``, the one call the CLI and the Action make.
+"""The library API: ``run(config, base) -> RunResult``, the one call the CLI and the Action make (and ``merge`` for shards).
 
 The pipeline reads in the package's folder order: sources (fixtures, pins, settings,
 recordings) -> transport (live envelopes) -> grading -> analysis -> report -> formats.
@@ -8,27 +8,32 @@ from __future__ import annotations
 import gc
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import atomic
-from .analysis.analyse import Analysis, RunShape, analyse
+from .analysis.analyse import Analysis, RunShape, analyse, conclude
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
 from .formats.registry import write_reports
 from .grading.grade import grade_all
-from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins
+from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins, Thresholds
 from .report.build import base_diff_rows, build_report, scrub
+from .report.merge import ShardRun, read_shards, shard_info
 from .report.model import BaseDiff, PartialRun, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
+from .shard import blocker as shard_blocker
+from .shard import note as shard_note
+from .shard import select as shard_select
 from .sources.cases import load_cases
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
 from .sources.recordings import load_recordings, offline_envelopes
+from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
 from .urls import endpoint_secrets, url_problem
@@ -83,6 +88,9 @@ def check_config(config: RunConfig) -> None:
     wrong += [p for p in map(filter_problem, config.filters) if p]
     if config.filters and config.write_pins:
         wrong.append("--write-pins cannot be used with --filter: pins are written from a run of the whole suite")
+    if config.shard and (config.filters or config.write_pins):
+        wrong.append(f"--shard cannot be used with {'--filter' if config.filters else '--write-pins'}: a shard is one part of the whole "
+                     "suite, and only the merge of every part is the whole run")
     if config.move_baseline and not config.write_pins:
         wrong.append("--move-baseline only makes sense with --write-pins")
     if config.base_url and config.replay:
@@ -194,21 +202,27 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
             raise UsageError(early)
     digests = suite_digests(config.fixtures_dir, excluded, cases)  # the whole suite's, whatever --filter selects
     current_hash = hash_of_digests(digests)
-    suite_ids = {c.id for c in cases}
+    suite, suite_ids = cases, {c.id for c in cases}
     partial = None
     if config.filters:
         cases = select_cases(cases, config.filters)
         partial = PartialRun(config.filters, len(cases), len(suite_ids))
         pins, base = _pins_of(pins, cases), (replace(base, pins=_pins_of(base.pins, cases)) if base else None)
+    if config.shard:
+        cases = shard_select(cases, config.shard)
     gathered = _envelopes(config, cases, settings, fetch, suite_ids)
     grades = gathered.grades if gathered.grades is not None else grade_all(cases, gathered.envelopes)
+    # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
+    recordings = check_recordings(cases, gathered.envelopes, config.temperature) if not config.base_url else Staleness({}, ())
     # The bodies are the bulk of a big replay's memory; grades keep what is needed.
     gathered = replace(gathered, envelopes={})
-    shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url), _partial_blocker(partial))
+    shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
+                     _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
 
     def judged(against: Pins | None) -> Analysis:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
-        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, gathered.interrupted, lowered)
+        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, gathered.interrupted, lowered,
+                       suite if config.shard else None)
 
     analysis = judged(pins)
     pins_written: Path | None = None
@@ -219,9 +233,15 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         # From here on the run is judged against the baseline it just wrote; what the old
         # baseline said about it (regressions accepted, pins moved) is in pins_update.
         analysis = judged(pins)
-    base_diff = _base_diff(analysis, base, pins)
-    notes = [*_notes(pins, config, base_diff, gathered.replayed, len(cases), partial), *gathered.remarks]
-    report = build_report(analysis, _run_info(config, settings, partial), notes, base_diff, pins_update)
+    base_diff = _base_diff(analysis, base, pins, suite_ids.difference(c.id for c in cases) if config.shard else ())
+    run_info = _run_info(config, settings, partial)
+    notes = _notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings)
+    if config.shard:
+        notes.append(shard_note(config.shard, len(cases), len(suite)))
+    report = build_report(analysis, run_info, notes, base_diff, pins_update)
+    if config.shard:
+        seen = ShardRun(pins, base.pins if base else None, gathered.replayed, gathered.interrupted, gathered.remarks, recordings.stale, recordings.unverified)
+        report = replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
@@ -233,22 +253,23 @@ def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, setting
     """Write this run as the pins, unless the promotion rule refuses (exit 2, with the reason)."""
     undelivered = [r.case.id for r in analysis.results if not r.delivered]
     refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers)
-    if refusal:
-        raise UsageError(refusal)
+    stale = next((a.message for a in analysis.alerts if a.code == "stale_recording"), None)
+    if refusal or stale:  # pinning an answer to an older prompt would make the gate check nothing
+        raise UsageError(refusal or f"refusing to write pins: {stale}")
     written = new_pins(analysis, settings.thresholds, digests, old)
     atomic.write_text(config.pins_path, render_pins(written))
     return pins_update_of(analysis, old, written), written
 
 
-def _base_diff(analysis: Analysis, base: BaseSource | None, head: Pins | None) -> BaseDiff | None:
-    """The per-case diff of this PR's pins against the base branch's, when the base was looked for."""
+def _base_diff(analysis: Analysis, base: BaseSource | None, head: Pins | None, elsewhere: Collection[str] = ()) -> BaseDiff | None:
+    """The per-case diff of this PR's pins against the base branch's, when the base was looked for (``elsewhere``: other shards' cases)."""
     if base is None:
         return None
     return BaseDiff(
         source=base.source,
         error=scrub(base.error),
         present=base.pins is not None,
-        diff=base_diff_rows(analysis.results, base.pins, head),
+        diff=base_diff_rows(analysis.results, base.pins, head, elsewhere),
         downgraded=downgraded_pins(base.pins, head),
     )
 
@@ -284,20 +305,42 @@ def _run_info(config: RunConfig, settings: FileConfig, partial: PartialRun | Non
     )
 
 
-def _notes(pins: Pins | None, config: RunConfig, base: BaseDiff | None, replayed: int, total: int, partial: PartialRun | None) -> list[str]:
+def _unverified_note(recordings: Staleness, thresholds: Thresholds) -> list[str]:
+    """Older recordings cannot prove what they answered: said once (an alert with ``recordings: strict``)."""
+    if not recordings.unverified or thresholds.recordings == "strict":
+        return []
+    ids = ", ".join(recordings.unverified[:10]) + (" ..." if len(recordings.unverified) > 10 else "")
+    return [f"{len(recordings.unverified)} case(s) are graded on recordings that do not say what request they answered "
+            f"(made before envelope-ci recorded it): {ids}; re-record them to have them checked"]
+
+
+def _notes(run: RunInfo, pinned: bool, base: BaseDiff | None, replayed: int, total: int, remarks: Sequence[str], recordings: Staleness) -> list[str]:
+    """The report's notes, from what the report records: a merge of shards words them as the whole run would."""
     notes = []
+    partial = run.partial
     if partial is not None:
         notes.append(f"partial run: --filter {' '.join(partial.filters)} selected {partial.selected} of {partial.total} case(s); "
                      "the others were not graded, the fixtures were still checked in full, and no pins can be written from it")
-    if pins is None:
-        notes.append(f"no pins at {config.pins_path.as_posix()}: size and time are not judged against a baseline yet; "
-                     f"create them with: envelope-ci run {config.fixtures_dir.as_posix()} --lane adjudication --write-pins (locally, then commit)")
-    if config.replay:
-        notes.append(f"offline: graded {replayed} case(s) from the recordings in {config.replay.as_posix()} and "
+    if not pinned:
+        notes.append(f"no pins at {run.pins}: size and time are not judged against a baseline yet; "
+                     f"create them with: envelope-ci run {run.fixtures_dir} --lane adjudication --write-pins (locally, then commit)")
+    if run.replay:
+        notes.append(f"offline: graded {replayed} case(s) from the recordings in {run.replay} and "
                      f"{total - replayed} from the fixtures' own recordings; no endpoint was called")
-    elif not config.base_url:
+    elif run.mode != "live":
         notes.append("offline: graded the envelopes recorded in the fixtures, no endpoint was called")
     if base is not None and base.error:
         notes.append(f"base branch pins unavailable: {base.error}")
-    return notes
+    return [*notes, *remarks, *_unverified_note(recordings, run.thresholds)]
+
+
+def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> RunResult:
+    """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written under ``out_dir``."""
+    with _cyclic_gc_paused():
+        whole = read_shards(paths)
+        analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
+        recordings = Staleness(whole.shape.stale, whole.shape.unverified)
+        notes = _notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, recordings)
+        report = build_report(analysis, whole.run, notes, whole.base)
+        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats))
 

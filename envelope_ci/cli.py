@@ -8,12 +8,17 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .config import RunConfig
 from .errors import UsageError, one_line
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
+from .shard import SHARD_HELP, ShardSpec, parse_shard
 from .sources.select import FILTER_HELP
+
+if TYPE_CHECKING:
+    from .api import RunResult
 
 EPILOG = """\
 exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive
@@ -26,6 +31,8 @@ examples:
   EVAL_API_KEY=... envelope-ci run evals/ --base-url https://host/v1 --model gpt-4o-mini
   envelope-ci run evals/ --lane adjudication --write-pins    (locally, then commit the pins)
   envelope-ci run evals/ --filter 'refund-*' --filter tag:billing   a partial run: never a pass, never pins
+  envelope-ci run evals/ --shard 2/4 --out shard-2    one of 4 parts of the suite; merge them for the verdict
+  envelope-ci merge shard-*/report.json --out merged   the whole run's reports and verdict from every shard's
   envelope-ci hash evals/                      print the fixtures hash the pins must match
 """
 
@@ -42,6 +49,23 @@ examples:
   envelope-ci init                      evals/ and the workflow, from the repository root
   envelope-ci init tests/llm-evals      another directory
   envelope-ci init billing-evals --no-workflow    a second suite; add it to your workflow yourself
+"""
+
+MERGE_DESCRIPTION = """\
+Merge the report.json of every shard of one run (run --shard I/N) into the reports of the whole
+run: report.json, report.md and junit.xml, the same as one unsharded run over the same envelopes
+would have written (live runs: apart from how each shard's endpoint behaved). Each case was
+judged by its shard; strata, alerts, the gate and the verdict are judged here, on every case at
+once, never averaged, and the exit code is the whole run's. Nothing is merged (exit 2, every
+reason named) unless the reports are every shard 1..N exactly once, each case in one of them,
+with one tool version, fixtures hash, pins, base branch pins, fingerprint and run settings."""
+
+MERGE_EPILOG = """\
+exit codes: as run: 0 pass · 1 regression or alert · 2 the reports cannot be merged · 3 inconclusive
+
+examples:
+  for i in 1 2 3 4; do envelope-ci run evals/ --shard $i/4 --out shards/$i --quiet & done; wait
+  envelope-ci merge shards/*/report.json --out envelope-ci-out
 """
 
 IMPORT_DESCRIPTION = """\
@@ -118,7 +142,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--filter", dest="filters", action="append", default=[], metavar="PATTERN",
                      help=f"grade only the cases a filter selects (repeatable: a case is in when it matches any): {FILTER_HELP}. "
                      "A partial run checks the fixtures in full but never passes (at best inconclusive, exit 3) and never writes pins")
+    run.add_argument("--shard", type=_shard_arg, metavar="I/N", help=SHARD_HELP)
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
+
+    merge = sub.add_parser("merge", help="merge every shard's report.json (run --shard I/N) into the whole run's reports and verdict",
+                           description=MERGE_DESCRIPTION, epilog=MERGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    merge.add_argument("reports", metavar="REPORT", type=Path, nargs="+", help="the report.json of each shard, in any order")
+    merge.add_argument("--out", type=Path, required=True, help="where the merged report.json, report.md and junit.xml go")
+    merge.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME", help="also write this report format, as run --format")
+    merge.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)",
                               description="Validate FIXTURES_DIR and print its hash: one digest over every file in it (hidden files, "
@@ -144,6 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("recordings", metavar="RECORDINGS", type=Path, help="a JSONL file written by run --record (outside the fixtures directory)")
     imp.add_argument("--into", metavar="FIXTURES_DIR", type=Path, required=True, help="the fixtures directory whose cases get the envelopes")
     return parser
+
+
+def _shard_arg(text: str) -> ShardSpec:
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
@@ -174,22 +213,36 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         quiet=args.quiet,
         formats=tuple(args.formats),
         filters=tuple(args.filters),
+        shard=args.shard,
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .api import read_base_pins, run
-    from .formats.console import render_console
 
     config = config_from_args(args)
     result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
-    if config.quiet:
-        print(f"envelope-ci: {result.report.verdict.value}")
-    else:
-        print(render_console(result.report, [p.as_posix() for p in result.written]))
+    _print_result(result, config.quiet)
     if result.pins_written:
         print(f"wrote pins: {result.pins_written.as_posix()} — review the diff and commit it with the fixtures")
     return int(result.exit_code)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from .api import merge
+
+    result = merge(args.reports, args.out, tuple(args.formats))
+    _print_result(result, args.quiet)
+    return int(result.exit_code)
+
+
+def _print_result(result: RunResult, quiet: bool) -> None:
+    from .formats.console import render_console
+
+    if quiet:
+        print(f"envelope-ci: {result.report.verdict.value}")
+    else:
+        print(render_console(result.report, [p.as_posix() for p in result.written]))
 
 
 def cmd_hash(args: argparse.Namespace) -> int:
@@ -254,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage already; keep its code
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE)
-    handlers = {"run": cmd_run, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init, "import": cmd_import}
+    handlers = {"run": cmd_run, "merge": cmd_merge, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init, "import": cmd_import}
     try:
         return handlers[args.command](args)
     except UsageError as exc:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .model import Lane, RetryPolicy
+from .shard import ShardSpec
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class RunConfig:
     quiet: bool = False
     formats: tuple[str, ...] = ()  # report formats written besides report.json, report.md and junit.xml
     filters: tuple[str, ...] = ()  # --filter: grade only the cases any of these select (a partial run)
+    shard: ShardSpec | None = None  # --shard I/N: grade one part of the suite; envelope-ci merge judges the whole
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

@@ -159,6 +159,7 @@ class Case:
     recorded: tuple[Mapping[str, Any], ...] | None = None
     request: Mapping[str, Any] = field(default_factory=dict)
     files: Mapping[str, str] = field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
+    sources: Mapping[str, str] = field(default_factory=dict)  # message role -> the file its text comes from
     tags: tuple[str, ...] = ()  # free labels; ``run --filter tag:NAME`` selects by them
 
     @property
@@ -197,6 +198,7 @@ class Envelope:
     attempts: int = 1
     stream_complete: bool | None = None
     notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
+    request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ class Thresholds:
     min_delivered_share: float = 1.0
     fingerprint_change: str = "fail"  # fail | warn: a delivered case measured under another fingerprint than its pin's
     baseline_lowered: str = "warn"  # warn | fail: this PR's pins downgrade or drop a case the base branch had right and stable
+    recordings: str = "lenient"  # lenient | strict: recordings that do not say what request they answered are a note, or an alert
 
 
 @dataclass(frozen=True)

@@ -1258,6 +1258,7 @@ class FakeOpenAI:
         self._requested_port = port
         self._lock = threading.Lock()
         self._plants: dict[str, list[Behaviour]] = {}
+        self._bracketed: set[str] = set()  # planted keys holding [ or ]: _find_key must scan for them
         self._cursor: dict[Any, int] = {}
         self._counts: dict[str | None, int] = {}
         self._records: list[RecordedRequest] = []
@@ -1329,15 +1330,19 @@ class FakeOpenAI:
         with self._lock:
             self._plants[key] = seq
             self._cursor.pop(("plant", key), None)
+            if "[" in key or "]" in key:
+                self._bracketed.add(key)
 
     def unplant(self, key: str) -> None:
         with self._lock:
             self._plants.pop(key, None)
             self._cursor.pop(("plant", key), None)
+            self._bracketed.discard(key)
 
     def clear(self) -> None:
         with self._lock:
             self._plants.clear()
+            self._bracketed.clear()
             self._cursor.clear()
             self._counts.clear()
             self._records.clear()
@@ -1372,15 +1377,22 @@ class FakeOpenAI:
         text = "\n".join(_message_texts(body))
         if not text:
             return None, False
+        markers = [m.group(1) for m in _MARKER.finditer(text)]
+        # The markers in order are the planted keys' occurrences in order, unless a key holds a bracket:
+        # then every key is looked for (slow with thousands of keys, which is why this is not the rule).
+        key = self._scan(text) if self._bracketed else next((k for k in markers if k in self._plants), None)
+        if key is not None:
+            return key, True
+        return (markers[0] if markers else None), False
+
+    def _scan(self, text: str) -> str | None:
+        """The planted key whose ``[[key]]`` comes first in the text."""
         best: tuple[int, str] | None = None
         for key in self._plants:
             i = text.find(f"[[{key}]]")
             if i >= 0 and (best is None or i < best[0]):
                 best = (i, key)
-        if best is not None:
-            return best[1], True
-        m = _MARKER.search(text)
-        return (m.group(1) if m else None), False
+        return best[1] if best is not None else None
 
     def _dispatch(self, t: float, path: str, headers: Any, raw: bytes, body: dict,
                   client: Any = None) -> tuple[Behaviour, RecordedRequest]:

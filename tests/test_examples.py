@@ -82,7 +82,8 @@ def test_booking_agent_prompt_edit_fails_naming_the_file(tmp_path):
     host = suite / "prompts" / "host.md"
     host.write_text(host.read_text("utf-8") + "Always upsell the tasting menu.\n", "utf-8")
     result, report = run_report(suite, tmp_path / "out")
-    assert result.code == 1 and report["alerts"] == ["fixtures_changed"]
+    # The recordings answered the old prompt: stale too, until re-recorded (issue 12).
+    assert result.code == 1 and report["alerts"] == ["fixtures_changed", "stale_recording"]
     assert report["fixtures"]["files_changed"] == ["prompts/host.md"]
     assert sorted(report["fixtures"]["modified"]) == sorted(BOOKING_CASES)
 

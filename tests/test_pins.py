@@ -380,9 +380,9 @@ def test_pins_elsewhere_with_a_pins_file_left_in_the_fixtures(tmp_path):
 @pytest.mark.parametrize(
     "old,new,field",
     [
-        ('"ms":301.5', '"ms":"301.5"', "cases.intent-refund.ms"),
+        ('"ms":302.0', '"ms":"302.0"', "cases.intent-refund.ms"),
         ('"chars":40,', '"chars":-1,', "cases.intent-refund.chars"),
-        ('"label":"right","ms":301.5', '"label":"correct","ms":301.5', "cases.intent-refund.label"),
+        ('"label":"right","ms":302.0', '"label":"correct","ms":302.0', "cases.intent-refund.label"),
     ],
 )
 def test_hand_edited_pins_with_bad_types_are_bad_input(tmp_path, old, new, field):

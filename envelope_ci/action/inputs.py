@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..model import Lane
+from ..shard import ShardSpec, parse_shard
 
 # The inputs of action.yml and their defaults (tests check the two agree). The runner
 # always exports every input; the defaults matter when the script runs outside it.
@@ -27,9 +28,14 @@ INPUT_DEFAULTS: dict[str, str] = {
     "github-token": "",  # action.yml: ${{ github.token }}
     "fail-on-inconclusive": "true",
     "working-directory": ".",
+    "mode": "run",
+    "shard": "",
+    "reports": "",
 }
 BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
 COUNT_INPUTS = ("concurrency", "repeats")
+# run: grade and publish; shard: grade one part, publish nothing (a matrix job); merge: judge every part, publish once.
+MODES = ("run", "shard", "merge")
 # The sampling temperatures OpenAI-compatible endpoints accept.
 TEMPERATURE_RANGE = (0.0, 2.0)
 
@@ -77,6 +83,9 @@ class Inputs:
     github_token: str
     fail_on_inconclusive: bool
     working_directory: str
+    mode: str
+    shard: ShardSpec | None
+    reports: str
 
     def __repr__(self) -> str:  # never show the token, even in a traceback
         return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
@@ -94,6 +103,12 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     if temperature is None:
         low, high = TEMPERATURE_RANGE
         problems.append(f"input 'temperature' must be a number from {low:g} to {high:g}, got {values['temperature']!r}")
+    shard = None
+    try:
+        shard = parse_shard(values["shard"]) if values["shard"] else None
+    except ValueError as exc:
+        problems.append(f"input 'shard': {exc}")
+    problems += _mode_problems(values)
     if problems or temperature is None:
         raise InputError("; ".join(problems))
     return Inputs(
@@ -113,7 +128,25 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         github_token=values["github-token"],
         fail_on_inconclusive=parse_bool("fail-on-inconclusive", values["fail-on-inconclusive"]),
         working_directory=values["working-directory"],
+        mode=values["mode"],
+        shard=shard,
+        reports=values["reports"],
     )
+
+
+def _mode_problems(values: Mapping[str, str]) -> list[str]:
+    """``shard`` goes with mode shard, ``reports`` with mode merge, and each needs its own."""
+    mode = values["mode"]
+    if mode not in MODES:
+        return [f"input 'mode' must be {', '.join(MODES[:-1])} or {MODES[-1]}, got {mode!r}"]
+    problems = []
+    if (mode == "shard") != bool(values["shard"]):
+        problems.append("input 'shard' (I/N, e.g. 2/4) is needed with mode: shard" if mode == "shard"
+                        else f"input 'shard' is read only with mode: shard (mode is {mode})")
+    if (mode == "merge") != bool(values["reports"]):
+        problems.append("input 'reports' (a glob of the shards' report.json files, e.g. envelope-shards/*/report.json) is needed with mode: merge"
+                        if mode == "merge" else f"input 'reports' is read only with mode: merge (mode is {mode})")
+    return problems
 
 
 def parse_temperature(value: str) -> float | None:

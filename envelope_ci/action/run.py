@@ -1,13 +1,18 @@
-"""One action run: inputs -> base pins -> ``api.run`` -> comment, summary, annotations, outputs; ``main`` is the entrypoint."""
+"""One action run: inputs -> base pins -> ``api.run`` (or ``api.merge``) -> comment, summary, annotations, outputs; ``main`` is the entrypoint.
+
+``mode: shard`` runs one part of the suite and publishes nothing but its files and outputs;
+``mode: merge`` judges every part's report as one run and publishes it like ``mode: run``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import os
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -106,8 +111,14 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
     os.chdir(suite.workdir)
     job = Job(env, out, secrets, inputs, workspace, suite, _pull_request(env, out), _client(inputs, env, out))
     _clear(suite.out_dir)
-    base = _base_pins(job)
-    ran = run_suite(run_config(inputs, suite, env), base, out, secrets)
+    if inputs.mode == "merge":
+        ran = merge_suite(inputs.reports, suite.out_dir, out, secrets)
+        base = _merged_base(ran)
+    else:
+        base = _base_pins(job)
+        ran = run_suite(run_config(inputs, suite, env), base, out, secrets)
+    if inputs.mode == "shard":
+        return _shard_outcome(job, ran, outputs)
     outputs["comment-url"] = _publish(job, ran, base)
     outputs.update(_annotate(job, ran))
     outputs["exit-code"] = str(int(ran.exit_code))
@@ -119,9 +130,28 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
 
 def run_suite(config: RunConfig, base: BaseSource | None, out: TextIO, secrets: Secrets) -> Ran:
     """``api.run`` with its console summary and progress in a fenced log group; errors become exit codes."""
-    with fenced_group(out, secrets, "envelope-ci run") as said:
+    return _attempt("envelope-ci run", lambda: api.run(config, base), out, secrets)
+
+
+def merge_suite(pattern: str, out_dir: Path, out: TextIO, secrets: Secrets) -> Ran:
+    """``api.merge`` of the shards' reports that the ``reports`` glob names, as ``run_suite`` runs ``api.run``."""
+    return _attempt("envelope-ci merge", lambda: api.merge(_matching(pattern), out_dir), out, secrets)
+
+
+def _matching(pattern: str) -> list[Path]:
+    """The files a glob names (``**`` included), relative to the working directory; none is bad input."""
+    paths = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
+    if not paths:
+        raise UsageError(f"input 'reports': no file matches {pattern!r} under {Path.cwd()}; download the shards' artifacts "
+                         "first (actions/download-artifact) and name their report.json files")
+    return paths
+
+
+def _attempt(title: str, call: Callable[[], RunResult], out: TextIO, secrets: Secrets) -> Ran:
+    """One library call with its console summary and progress in a fenced log group; errors become exit codes."""
+    with fenced_group(out, secrets, title) as said:
         try:
-            result = api.run(config, base)
+            result = call()
             print(render_console(result.report, [p.as_posix() for p in result.written]))
             return Ran(result, result.exit_code, said.getvalue())
         except UsageError as exc:
@@ -175,6 +205,28 @@ def _base_pins(job: Job) -> BaseSource | None:
     if base.error:
         job.out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
     return base
+
+
+def _merged_base(ran: Ran) -> BaseSource | None:
+    """Where the shards found the base branch's pins, for the comment's last lines."""
+    base = ran.result.report.base if ran.result else None
+    return BaseSource(None, base.source, base.error) if base else None
+
+
+def _shard_outcome(job: Job, ran: Ran, outputs: dict[str, str]) -> Outcome:
+    """A shard publishes only its files and outputs, and passes once its report is written: the merge job comments and sets the check."""
+    outputs["exit-code"] = str(int(ran.exit_code))
+    if ran.result is None:
+        job.out.write(failure_annotation(ran.exit_code, ran.said) + "\n")
+        return Outcome(ran.exit_code, outputs)
+    report = ran.result.report
+    outputs.update({**report_outputs(report), **file_outputs(ran.result.written, job.workspace)})
+    line = (f"envelope-ci shard {job.inputs.shard} of {job.suite.key}: graded {report.summary.total} case(s), provisional verdict "
+            f"{report.verdict.value} (exit {int(ran.exit_code)}); the merge job's report is the gate.\n")
+    job.out.write(line)
+    if job.env.get("GITHUB_STEP_SUMMARY"):
+        append_summary(job.env["GITHUB_STEP_SUMMARY"], line)
+    return Outcome(ExitCode.PASS, outputs)
 
 
 def _publish(job: Job, ran: Ran, base: BaseSource | None) -> str:

@@ -71,4 +71,5 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         replay=Path(inputs.replay) if inputs.replay else None,
         config_path=Path(inputs.config) if inputs.config else None,
         in_ci=True,
+        shard=inputs.shard,
     )

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..model import Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
 from ..report.model import Alert, FixtureChanges, LaneStats, StratumRow, Summary
@@ -25,6 +25,10 @@ class RunShape:
     # Why only some cases ran (--filter): a subset says nothing of a stratum's rate or size,
     # so strata are not judged, and the run is at best inconclusive, never a pass.
     partial: str | None = None
+    # Offline: recordings made for another request than the case sends now (case id -> what
+    # differs), and cases answered by recordings that carry no request record (older ones).
+    stale: Mapping[str, str] = field(default_factory=dict)
+    unverified: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,24 @@ def lowered_alert(lowered: Sequence[str], thresholds: Thresholds) -> Alert | Non
                  f"{', '.join(lowered[:10])}{' ...' if len(lowered) > 10 else ''} (baseline_lowered: fail)")
 
 
+def recordings_alerts(shape: RunShape, thresholds: Thresholds) -> list[Alert]:
+    """``stale_recording``: an answer graded offline was made for another prompt than the PR ships.
+
+    Recordings without a request record are an alert too (``unverified_recording``) with
+    ``recordings: strict``; otherwise a note says how many there are.
+    """
+    alerts = []
+    if shape.stale:
+        listed = "; ".join(f"{cid}: {what}" for cid, what in list(shape.stale.items())[:10])
+        more = f" (and {len(shape.stale) - 10} more)" if len(shape.stale) > 10 else ""
+        alerts.append(Alert("stale_recording", None, f"{len(shape.stale)} case(s) are graded on answers recorded for another request "
+                            f"than they send now: {listed}{more}; re-record them (run --record, then import)"))
+    if shape.unverified and thresholds.recordings == "strict":
+        alerts.append(Alert("unverified_recording", None, f"{len(shape.unverified)} case(s) are graded on recordings that do not say "
+                            f"what they answered: {', '.join(shape.unverified[:10])} (recordings: strict); re-record them"))
+    return alerts
+
+
 def lost_repeats(results: Sequence[CaseResult]) -> list[str]:
     """Cases with a repeat still undelivered after retries: the evidence is short, so the run is inconclusive."""
     return [f"{r.case.id}: repeat {', '.join(map(str, r.lost_repeats))} of {len(r.grades)} got no gradeable answer" for r in results if r.lost_repeats]
@@ -93,18 +115,34 @@ def analyse(
     files: Mapping[str, str] | None = None,
     extra_blockers: Sequence[str] = (),
     lowered: Sequence[str] = (),
+    suite: Sequence[Case] | None = None,
 ) -> Analysis:
     """Judge every case against its pin, then the strata, lanes and fixtures, then the gate.
 
     ``lowered`` names the cases whose baseline this change lowers (see ``promotion.downgraded_pins``).
+    ``suite`` is the whole suite when ``cases`` is one shard of it: the fixtures are compared in full.
     """
     fp = run_fingerprint(shape, grades)
     results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases)
+    changes = fixture_changes(cases if suite is None else suite, pins, current_hash, files)
+    return conclude(results, fp, changes, shape, thresholds, extra_blockers, lowered)
+
+
+def conclude(
+    results: tuple[CaseResult, ...],
+    fp: Fingerprint,
+    changes: FixtureChanges,
+    shape: RunShape,
+    thresholds: Thresholds,
+    extra_blockers: Sequence[str] = (),
+    lowered: Sequence[str] = (),
+) -> Analysis:
+    """Everything after judging each case: strata, alerts, lanes, the gate. ``envelope-ci merge`` calls it on every shard's cases."""
     strata, alerts, held = strata_report(results, thresholds)
     if shape.partial:
         alerts, held = [], [shape.partial]
-    changes = fixture_changes(cases, pins, current_hash, files)
-    alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds), lowered_alert(lowered, thresholds)) if a]
+    alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds), lowered_alert(lowered, thresholds),
+                           *recordings_alerts(shape, thresholds)) if a]
     blockers: list[str] = [*held, *lost_repeats(results)]
     if shape.live and shape.lane is Lane.ADJUDICATION:
         blind = [r.case.id for r in results if r.delivered and r.fingerprint.model_id is None]

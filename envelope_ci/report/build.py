@@ -1,7 +1,7 @@
 """Analysis -> Report: rows per case, the base-branch diff, the id lists. Deterministic and pure."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -60,10 +60,13 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
     )
 
 
-def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None) -> tuple[BaseDiffRow, ...]:
-    """Per case: the base branch's pin, the head's pin, and this run; which pins the PR moved."""
+def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None, elsewhere: Collection[str] = ()) -> tuple[BaseDiffRow, ...]:
+    """Per case: the base branch's pin, the head's pin, and this run; which pins the PR moved.
+
+    ``elsewhere`` are cases of the suite another shard graded: they have their rows there, and are not removed.
+    """
     rows = []
-    seen = set()
+    seen = set(elsewhere)
     for r in results:
         seen.add(r.case.id)
         b = base.cases.get(r.case.id) if base else None

@@ -198,6 +198,41 @@ class CaseRow:
 
 
 @dataclass(frozen=True)
+class ShardCase:
+    """What the merge needs of one graded case beyond its row."""
+
+    position: int  # the case's place in the whole suite's order: the merged report lists cases as the whole run would
+    repeats: tuple[Label, ...]  # each repeat's label, in order: lost repeats are judged on the whole run
+    temperature: float | None = field(default=None, metadata={"omit_none": True})  # the case's own, when it is not the run's
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """A ``run --shard I/N`` report: which part of the suite, the marks that must agree across shards, and what the merge needs.
+
+    A shard checks the whole suite, so its ``fixtures`` and base-diff removals are the whole
+    run's; strata need every case, so a shard's own verdict is provisional: the merge of every
+    shard's report (``envelope-ci merge``) is the gate.
+    """
+
+    index: int
+    count: int
+    tool_version: str
+    fixtures_hash: str
+    pins_digest: str | None  # sha256 of the pins judged against; None when there are none
+    base_pins_digest: str | None  # sha256 of the base branch's pins, when they were found
+    fingerprint: Fingerprint  # as configured (no model id: that is what the responses say)
+    suite_cases: int
+    model_ids: tuple[str, ...]  # every model id this shard's responses named
+    replayed: int  # cases graded from a --replay file
+    interrupted: tuple[str, ...]  # why a live shard stopped early
+    remarks: tuple[str, ...]  # how the endpoint behaved for this shard
+    stale: Mapping[str, str]  # offline: case id -> how its recording's request differs from today's
+    unverified: tuple[str, ...]  # offline: cases whose recordings do not say what they answered
+    cases: Mapping[str, ShardCase]
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything a run found; report.json is ``to_json`` of this."""
 
@@ -220,6 +255,7 @@ class Report:
     base: BaseDiff | None
     pins_update: PinsUpdate | None = field(default=None, metadata={"omit_none": True})
     next_steps: tuple[NextStep, ...] = ()
+    shard: ShardInfo | None = field(default=None, metadata={"omit_none": True})  # a --shard run's report only
     cases: tuple[CaseRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -248,9 +284,23 @@ def report_schema() -> dict[str, Any]:
 
 
 def dump_report(report: Report) -> str:
-    """report.json text: indented at the top, one case per line (fast to write, easy to diff)."""
+    """report.json text: indented at the top, one case per line (fast to write, easy to diff); a shard's cases too."""
     data = report.to_json()
     cases = data.pop("cases")
-    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
-    rows = ",\n    ".join(json.dumps(c, ensure_ascii=False, allow_nan=False) for c in cases)
-    return text[:-2] + ',\n  "cases": [\n    ' + rows + "\n  ]\n}\n" if rows else text[:-2] + ',\n  "cases": []\n}\n'
+    shard_cases = data["shard"].pop("cases") if "shard" in data else None
+    text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)[:-2]
+    if shard_cases is not None:  # ``shard`` is the last key left: reopen it for its cases
+        text = text[:-4] + ',\n    "cases": ' + _block([f"{_dumps(k)}: {_dumps(v)}" for k, v in shard_cases.items()], "{}", 6) + "\n  }"
+    return text + ',\n  "cases": ' + _block([_dumps(c) for c in cases], "[]", 4) + "\n}\n"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _block(lines: list[str], brackets: str, indent: int) -> str:
+    """A JSON array or object with one item per line, closed at ``indent - 2``."""
+    if not lines:
+        return brackets
+    pad = " " * indent
+    return f"{brackets[0]}\n{pad}" + f",\n{pad}".join(lines) + f"\n{pad[:-2]}{brackets[1]}"

@@ -18,6 +18,9 @@ _SUITE_ALERTS = {
     "stretch_too_easy": "the stretch stratum has become easy: add harder stretch cases (or raise stretch_high in envelope-ci.yaml)",
     "ceiling": "every stratum is at its ceiling, so the suite can no longer fail: replace stretch cases with harder ones",
     "thin_stratum": "a stratum has too few cases to tell luck from coverage: add cases to it (thin_below in envelope-ci.yaml)",
+    "stale_recording": "recorded answers were made for another request than the cases send now (a prompt, a variable, a tool or "
+                       "a parameter changed): re-record them on a live run with --record, then envelope-ci import the file",
+    "unverified_recording": "some recordings do not say what request they answered: re-record them (run --record, then import)",
     "baseline_lowered": "this PR's pins lower the baseline of cases the base branch had right and stable: restore those pins, "
                         "or have a code owner approve the lowered baseline and set baseline_lowered: warn",
 }

@@ -223,6 +223,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         request={k: data[k] for k in _REQUEST_KEYS if k in data},
         files=files,
         tags=tuple(data.get("tags", ())),
+        sources={role: data[key] for role, key in (("system", "system_file"), ("user", "prompt_file")) if key in data},
     )
 
 

@@ -6,7 +6,10 @@ all at once, and never as a traceback.
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
+from collections import deque
 from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +21,13 @@ from ..errors import Problem, UsageError
 from .files import read_text
 
 MAX_YAML_ALIASES = 100
-MAX_EXPANDED_NODES = 200_000
+# Deeper than this, a file is refused on the line where it gets there: no fixture needs it, and it keeps
+# every later step (validating, hashing, checking a JSON Schema) well inside Python's recursion limit.
+MAX_DEPTH = 100
+# What YAML aliases may add to a file once expanded, estimated without expanding: each node costs
+# NODE_BYTES (about what a Python object takes) plus its text. A 100 KB file once reached 2 GB.
+MAX_ALIAS_BYTES = 16 * 2**20
+NODE_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -45,21 +54,71 @@ class RawCase:
         return self.line
 
 
+class _Refused(yaml.MarkedYAMLError):
+    """Well-formed YAML this loader will not build (an alias bomb, deep nesting, a huge integer), marked where it starts."""
+
+    def __init__(self, mark: Any, problem: str) -> None:
+        super().__init__(problem=problem, problem_mark=mark)
+        self.line: int = mark.line + 1
+        self.message = problem
+
+
+def _node_size(node: yaml.Node, sizes: Mapping[yaml.Node, int]) -> int:
+    """A node's estimated size once its aliases are expanded: its children's sizes are known already."""
+    if isinstance(node, yaml.ScalarNode):
+        return NODE_BYTES + len(node.value)
+    children = [item for pair in node.value for item in pair] if isinstance(node, yaml.MappingNode) else node.value
+    return NODE_BYTES + sum(sizes[child] for child in children)
+
+
 class _LineLoader(yaml.SafeLoader):
-    """A safe loader that remembers where each mapping and key starts and caps aliases."""
+    """A safe loader that remembers where each mapping and key starts, and bounds aliases and nesting.
+
+    Aliases are bounded by what they would expand to, counted while composing: an alias
+    shares the node it names, so a bomb costs nothing until something (hashing, validating)
+    walks it, and by then it is too late.
+    """
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.aliases = 0
+        self.expanded = 0
+        self.depth = 0
+        self.sizes: dict[yaml.Node, int] = {}
         self.lines: dict[int, tuple[int, dict[str, int]]] = {}
 
     def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} YAML aliases: refusing a possible alias bomb")
-        return super().compose_node(parent, index)
+        alias_mark = self.peek_event().start_mark if self.check_event(yaml.AliasEvent) else None
+        node: Any = super().compose_node(parent, index)
+        if alias_mark is None:
+            self.sizes[node] = _node_size(node, self.sizes)
+        else:
+            self._count_alias(node, alias_mark)
+        return node
 
+    def _count_alias(self, node: yaml.Node, mark: Any) -> None:
+        self.aliases += 1
+        if self.aliases > MAX_YAML_ALIASES:
+            raise _Refused(mark, f"more than {MAX_YAML_ALIASES} YAML aliases: refusing a possible alias bomb")
+        if node not in self.sizes:
+            raise _Refused(mark, "an alias inside the node it names: a value that contains itself never ends, and is not JSON")
+        self.expanded += self.sizes[node]
+        if self.expanded > MAX_ALIAS_BYTES:
+            raise _Refused(mark, f"YAML aliases expand past {MAX_ALIAS_BYTES // 2**20} MiB: refusing an alias bomb")
+
+    def compose_sequence_node(self, anchor: Any) -> Any:
+        return self._nested(super().compose_sequence_node, anchor)
+
+    def compose_mapping_node(self, anchor: Any) -> Any:
+        return self._nested(super().compose_mapping_node, anchor)
+
+    def _nested(self, compose: Any, anchor: Any) -> Any:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Refused(self.peek_event().start_mark, f"nested deeper than {MAX_DEPTH} levels")
+        node = compose(anchor)
+        self.depth -= 1
+        return node
 
 
 def _construct_located_map(loader: _LineLoader, node: yaml.MappingNode) -> Iterator[dict[Any, Any]]:
@@ -71,38 +130,98 @@ def _construct_located_map(loader: _LineLoader, node: yaml.MappingNode) -> Itera
     data.update(loader.construct_mapping(node))
 
 
+def _huge_integer() -> str:
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits, more than Python converts to or from text (quote it, if it is text)"
+
+
+def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
+    """An integer, refused on its line when it could not be written back in decimal (``0x`` and 4,000 hex digits, say)."""
+    try:
+        value: int = loader.construct_yaml_int(node)
+        str(value)
+    except ValueError:
+        raise _Refused(node.start_mark, _huge_integer()) from None
+    return value
+
+
 _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_located_map)
+_LineLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 # An unquoted `2024-09-26` is meant as the text a model would answer, not a date object
 # (which is not JSON and could be neither hashed nor compared with a parsed answer).
 _LineLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)  # type: ignore[type-var]
 
 
 class NotJSON(ValueError):
-    """A JSON text used NaN or Infinity, which JSON does not have (Python's json accepts them)."""
+    """A JSON text that holds what JSON or Python cannot (NaN, Infinity, a huge integer) or nests too deep.
+
+    ``line`` is where, counted in the text given (None when it cannot be told).
+    """
+
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _Token(ValueError):
+    """Raised inside the JSON decoder, which knows no positions: the message, and how to find the token."""
+
+    def __init__(self, message: str, pattern: str) -> None:
+        super().__init__(message)
+        self.pattern = pattern
+
+
+_STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # a JSON string, which holds no raw newline
+_STRINGS = re.compile(_STRING)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_HUGE_INTEGER = r"(?<![\d.])-?\d{%d,}(?![\d.eE])"
 
 
 def _refuse_constant(name: str) -> Any:
-    raise NotJSON(f"{name} is not valid JSON (use null or a finite number)")
+    raise _Token(f"{name} is not valid JSON (use null or a finite number)", r"(?<![\w-])-?" + name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Token(f"{text} is not a JSON number Python can hold (it overflows to infinity): use null or a finite number", re.escape(text))
+    return value
+
+
+def _line_outside_strings(text: str, pattern: str) -> int | None:
+    """The line of the first match of ``pattern`` that is not inside a JSON string."""
+    for match in re.finditer(f"{_STRING}|(?P<hit>{pattern})", text):
+        if match.group("hit") is not None:
+            return text.count("\n", 0, match.start()) + 1
+    return None
+
+
+def _too_deep(text: str) -> int | None:
+    """The line where a JSON text first nests deeper than MAX_DEPTH (brackets in strings skipped), or None."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return None
+    bare = _STRINGS.sub('""', text)  # the same lines: a string holds no raw newline
+    depth = 0
+    for match in _BRACKETS.finditer(bare):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return bare.count("\n", 0, match.start()) + 1
+    return None
 
 
 def loads_strict(text: str) -> Any:
-    """``json.loads`` that refuses NaN and Infinity instead of letting them poison hashes and reports."""
-    return json.loads(text, parse_constant=_refuse_constant)
-
-
-def _expanded_size(value: Any, budget: int) -> int:
-    """Count nodes as a consumer would see them (aliases expanded), stopping at the budget."""
-    seen, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        seen += 1
-        if seen > budget:
-            return seen
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return seen
+    """``json.loads`` for user files: NaN, Infinity, numbers past what Python holds and deep nesting are NotJSON
+    (with their line), not values that poison hashes and reports or errors that end as tracebacks."""
+    deep = _too_deep(text)
+    if deep is not None:
+        raise NotJSON(f"nested deeper than {MAX_DEPTH} levels", deep)
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _Token as exc:
+        raise NotJSON(str(exc), _line_outside_strings(text, exc.pattern)) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the only other: an integer past Python's int-str limit
+        raise NotJSON(_huge_integer(), _line_outside_strings(text, _HUGE_INTEGER % (sys.get_int_max_str_digits() + 1))) from None
 
 
 def _wrapper_hint(data: Any) -> str:
@@ -193,28 +312,49 @@ def with_defaults(raws: list[RawCase], defaults: dict[str, Any], lines: Mapping[
     return [apply_defaults(raw, defaults, lines) for raw in raws]
 
 
-def parse_yaml(text: str, shown: str) -> list[RawCase]:
-    loader = _LineLoader(text)
+def _reader_problem(text: str, shown: str, exc: yaml.reader.ReaderError) -> Problem:
+    """A character YAML does not allow (a raw control byte, say), on its line."""
+    code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+    return Problem(shown, text.count("\n", 0, exc.position) + 1, None,
+                   f"malformed YAML: character U+{code:04X} is not allowed in YAML (write it as \\u{code:04x} in a double-quoted string)")
+
+
+def _load_yaml(text: str, shown: str) -> tuple[Any, Mapping[int, tuple[int, dict[str, int]]]]:
+    """A YAML document, and where each of its mappings and their keys start (by the mapping's id)."""
+    loader = None
     try:
-        data = loader.get_single_data()
+        loader = _LineLoader(text)
+        return loader.get_single_data(), loader.lines
+    except yaml.reader.ReaderError as exc:
+        raise UsageError([_reader_problem(text, shown, exc)]) from None
+    except _Refused as exc:
+        raise UsageError([Problem(shown, exc.line, None, exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in str(exc.problem) else ""
         raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc.problem or exc}{hint}")]) from None
-    except yaml.YAMLError as exc:
-        raise UsageError([Problem(shown, None, None, f"malformed YAML: {exc}")]) from None
     finally:
-        loader.dispose()
-    if loader.aliases and _expanded_size(data, MAX_EXPANDED_NODES) > MAX_EXPANDED_NODES:
-        raise UsageError([Problem(shown, None, None, f"YAML aliases expand past {MAX_EXPANDED_NODES} nodes: refusing an alias bomb")])
+        if loader is not None:
+            loader.dispose()
+
+
+def parse_yaml_document(text: str, shown: str) -> RawCase:
+    """A whole YAML file as one value with its key lines (``envelope-ci.yaml``), loaded as safely as fixtures."""
+    data, lines = _load_yaml(text, shown)
+    line, keys = lines.get(id(data), (1, {}))
+    return RawCase(data, shown, line, keys)
+
+
+def parse_yaml(text: str, shown: str) -> list[RawCase]:
+    data, lines = _load_yaml(text, shown)
     if data is None:
         return []
-    items, defaults = _split(data, shown, loader.lines.get(id(data), (1, {}))[1])
+    items, defaults = _split(data, shown, lines.get(id(data), (1, {}))[1])
     out = []
     for item in items:
-        line, keys = loader.lines.get(id(item), (None, {}))
+        line, keys = lines.get(id(item), (None, {}))
         out.append(RawCase(item, shown, line, keys))
-    start, keys = loader.lines.get(id(defaults), (1, {}))
+    start, keys = lines.get(id(defaults), (1, {}))
     return with_defaults(out, defaults, {k: keys.get(k, start) for k in defaults}, shown)
 
 
@@ -231,15 +371,22 @@ def _key_line(text: str, key: str) -> int:
     return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
-def _id_line(text: str, case_id: Any, start: int = 0) -> tuple[int | None, int]:
-    """Where a case's id is written in a JSON file (json keeps no positions), searching from
-    ``start``; and where to search for the next case with the same id."""
-    if not isinstance(case_id, str):
-        return None, start
-    match = re.compile(r'"id"\s*:\s*' + re.escape(json.dumps(case_id))).search(text, start)
-    if not match:
-        return None, start
-    return text.count("\n", 0, match.start()) + 1, match.end()
+_ID = re.compile(r'"id"\s*:\s*(' + _STRING + ")")
+
+
+def _id_lines(text: str) -> dict[str, deque[int]]:
+    """Every line an ``"id": "..."`` is written on, by id, in file order: one pass (json keeps no positions).
+
+    A JSON string cannot hold an unescaped ``"id"``, so each match is a real key.
+    """
+    found: dict[str, deque[int]] = {}
+    line, at = 1, 0
+    for match in _ID.finditer(text):
+        line += text.count("\n", at, match.start())
+        at = match.start()
+        written = match.group(1)
+        found.setdefault(json.loads(written) if "\\" in written else written[1:-1], deque()).append(line)
+    return found
 
 
 def parse_json(text: str, shown: str) -> list[RawCase]:
@@ -248,17 +395,15 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     except json.JSONDecodeError as exc:
         raise UsageError([json_problem(shown, exc)]) from None
     except NotJSON as exc:
-        raise UsageError([Problem(shown, None, None, str(exc))]) from None
+        raise UsageError([Problem(shown, exc.line, None, str(exc))]) from None
     top_lines = {str(k): _key_line(text, str(k)) for k in data} if isinstance(data, dict) and "defaults" in data else {}
     items, defaults = _split(data, shown, top_lines)
+    id_lines = _id_lines(text)
     out: list[RawCase] = []
-    resume: dict[str, int] = {}
     for item in items:
         case_id = item.get("id") if isinstance(item, dict) else None
-        line, after = _id_line(text, case_id, resume.get(case_id, 0) if isinstance(case_id, str) else 0)
-        if isinstance(case_id, str):
-            resume[case_id] = after  # a duplicate id is found on its own line, not the first one's
-        out.append(RawCase(item, shown, line, {}))
+        lines = id_lines.get(case_id) if isinstance(case_id, str) else None
+        out.append(RawCase(item, shown, lines.popleft() if lines else None, {}))  # a duplicate id gets the next line it is on
     # json keeps no positions: a problem in the defaults points at the "defaults" key.
     return with_defaults(out, defaults, dict.fromkeys(defaults, top_lines.get("defaults", 1)), shown)
 

@@ -13,6 +13,7 @@ from ..canonical import canonical_json
 from ..errors import Problem, UsageError
 from ..model import Channel, Fingerprint, Label, Pin, Pins
 from .files import read_text
+from .parse import NotJSON, loads_strict
 
 PINS_FORMAT = "envelope-ci/pins"
 PINS_VERSION = 1
@@ -87,9 +88,11 @@ def pin_to_dict(pin: Pin) -> dict[str, Any]:
 def parse_pins(text: str, shown: str) -> Pins:
     """Pins from the text of a pins file (the head's, or the base branch's)."""
     try:
-        data = json.loads(text)
+        data = loads_strict(text)
     except json.JSONDecodeError as exc:
         raise UsageError([Problem(shown, exc.lineno, None, f"malformed JSON: {exc.msg}")]) from None
+    except NotJSON as exc:  # NaN in a hand-edited pin would end as a traceback when the pins are next written
+        raise UsageError([Problem(shown, exc.line, None, str(exc))]) from None
     if not isinstance(data, dict) or data.get("format") != PINS_FORMAT or not isinstance(data.get("cases"), dict):
         raise UsageError([Problem(shown, None, "format", f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
     if data.get("version") != PINS_VERSION:

@@ -35,6 +35,7 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         attempts=int(data.get("attempts", 1)),
         stream_complete=data.get("stream_complete"),
         notes=tuple(data.get("notes") or ()),
+        request=data.get("request") if isinstance(data.get("request"), dict) else None,
     )
 
 
@@ -157,6 +158,8 @@ def envelope_to_raw(env: Envelope) -> dict[str, Any]:
     out["attempts"] = env.attempts
     if env.notes:
         out["notes"] = list(env.notes)
+    if env.request is not None:
+        out["request"] = dict(env.request)
     return out
 
 

@@ -11,9 +11,9 @@ import jsonschema
 
 from ..errors import Problem, UsageError
 from ..model import CONFIG_NAMES, Thresholds
-from .cases import unknown_key_problems
+from .cases import not_json, unknown_key_problems
 from .files import read_text
-from .parse import parse_yaml
+from .parse import RawCase, parse_yaml_document
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -33,6 +33,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "min_delivered_share": _RATE,
         "fingerprint_change": {"enum": ["fail", "warn"]},
         "baseline_lowered": {"enum": ["warn", "fail"]},
+        "recordings": {"enum": ["lenient", "strict"]},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }
@@ -80,18 +81,11 @@ def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
     return None
 
 
-def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
-    """Thresholds and extra request headers, defaults where the file is silent."""
-    path = find_config(fixtures_dir, explicit)
-    if path is None:
-        return FileConfig(Thresholds(), {}, None)
-    shown = path.as_posix()
-    raws = parse_yaml(read_text(path, shown), shown)
-    if not raws:
-        return FileConfig(Thresholds(), {}, path)
-    if len(raws) != 1 or not isinstance(raws[0].data, dict):
-        raise UsageError([Problem(shown, 1, None, "expected a mapping of settings")])
-    raw = raws[0]
+def _problems(raw: RawCase) -> list[Problem]:
+    """Every problem with the settings, each on its line; a value JSON cannot hold (``.inf``, a key that is not text) is one."""
+    found = not_json(raw.data)
+    if found is not None:
+        return [Problem(raw.file, raw.line_of(found[0]), found[0] or None, found[1])]
     problems: list[Problem] = []
     for error in jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(raw.data):
         if error.validator == "additionalProperties":
@@ -99,7 +93,22 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
             continue
         top = str(error.absolute_path[0]) if error.absolute_path else None
         where = ".".join(map(str, error.absolute_path)) or None
-        problems.append(Problem(shown, raw.key_lines.get(top, raw.line) if top else raw.line, where, error.message))
+        problems.append(Problem(raw.file, raw.key_lines.get(top, raw.line) if top else raw.line, where, error.message))
+    return problems
+
+
+def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
+    """Thresholds and extra request headers, defaults where the file is silent."""
+    path = find_config(fixtures_dir, explicit)
+    if path is None:
+        return FileConfig(Thresholds(), {}, None)
+    shown = path.as_posix()
+    raw = parse_yaml_document(read_text(path, shown), shown)
+    if raw.data is None:
+        return FileConfig(Thresholds(), {}, path)
+    if not isinstance(raw.data, dict):
+        raise UsageError([Problem(shown, 1, None, "expected a mapping of settings")])
+    problems = _problems(raw)
     if problems:
         raise UsageError(problems)
     data = raw.data

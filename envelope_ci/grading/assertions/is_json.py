@@ -1,15 +1,22 @@
 """``is-json`` (shorthand ``schema``): the answer parses as JSON and satisfies this JSON Schema.
 
 Each distinct schema is checked once and compiled once per process, however many cases share it.
+A schema's ``$ref`` is followed only inside the schema (and the bundled metaschemas): one that
+points elsewhere, or loops without reading deeper into the answer, is bad input at load time,
+and no validator is ever given a registry that could fetch a URL.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 import jsonschema
+import referencing
+import referencing.jsonschema
+from jsonschema_specifications import REGISTRY as METASCHEMAS
+from referencing.exceptions import Unresolvable
 
 from ...canonical import canonical_json
 from .base import Answer, AssertionType, Failure
@@ -17,16 +24,23 @@ from .base import Answer, AssertionType, Failure
 SchemaCheck = Callable[[Any], list[str]]
 # Past this many errors the first ones say enough.
 MAX_SCHEMA_ERRORS = 3
+# Retrieves nothing (jsonschema's default registry fetches unknown URLs): local refs and metaschemas only.
+_OFFLINE = referencing.Registry()
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+TOO_DEEP = "(root): the answer nests too deep to check against this schema"
 
 
 @lru_cache(maxsize=4096)
 def _compiled(schema_json: str) -> SchemaCheck:
     schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_OFFLINE)
 
     def check(instance: Any) -> list[str]:
-        errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+        try:
+            errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+        except RecursionError:  # a deep answer under a recursive schema: the answer is hostile input, not our bug
+            return [TOO_DEEP]
         return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
 
     return check
@@ -37,6 +51,66 @@ def compile_schema(schema: Any) -> SchemaCheck:
     return _compiled(canonical_json(schema))
 
 
+def _in_place(schema: Mapping[str, Any]) -> Iterator[Any]:
+    """The subschemas applied to the same value as ``schema`` (not to a part of it): a cycle of these never ends."""
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        if isinstance(schema.get(keyword), list):
+            yield from schema[keyword]
+    for keyword in ("not", "if", "then", "else"):
+        yield schema.get(keyword)
+    if isinstance(schema.get("dependentSchemas"), dict):
+        yield from schema["dependentSchemas"].values()
+
+
+def _has_cycle(edges: Mapping[int, list[int]]) -> bool:
+    """Whether the graph loops (an iterative depth-first search: a deep schema must not recurse here either)."""
+    done: set[int] = set()
+    for start in edges:
+        if start in done:
+            continue
+        path, stack = {start}, [(start, iter(edges[start]))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                done.add(node)
+                path.discard(node)
+                stack.pop()
+            elif child in path:
+                return True
+            elif child not in done and child in edges:
+                path.add(child)
+                stack.append((child, iter(edges[child])))
+    return False
+
+
+def _reference_problem(schema: dict[str, Any]) -> str | None:
+    """Why the schema's references cannot be followed offline, and to an end: one points outside it, or they loop."""
+    spec = referencing.jsonschema.specification_with(str(schema.get("$schema", "")), default=referencing.jsonschema.DRAFT202012)
+    root = spec.create_resource(schema)
+    uri = root.id() or ""
+    registry = METASCHEMAS.combine(referencing.Registry().with_resource(uri, root)).crawl()
+    edges: dict[int, list[int]] = {}
+    stack = [(root, registry.resolver(uri))]
+    while stack:
+        resource, resolver = stack.pop()
+        resolver = resolver.in_subresource(resource)
+        contents = resource.contents
+        if isinstance(contents, dict):
+            targets = list(_in_place(contents))
+            for keyword in _REFS:
+                ref = contents.get(keyword)
+                if not isinstance(ref, str):
+                    continue
+                try:
+                    targets.append(resolver.lookup(ref).contents)
+                except Unresolvable:
+                    return f"{keyword} {ref!r} is not inside this schema, and envelope-ci never fetches one (copy what it names under $defs)"
+            edges[id(contents)] = [id(t) for t in targets if isinstance(t, dict)]
+        stack += [(sub, resolver) for sub in resource.subresources()]
+    return "its $refs loop back to where they start without reading deeper into the answer: checking it would never end" if _has_cycle(edges) else None
+
+
 @lru_cache(maxsize=1024)
 def _schema_problem(schema_json: str) -> tuple[str, str] | None:
     schema = json.loads(schema_json)
@@ -44,7 +118,8 @@ def _schema_problem(schema_json: str) -> tuple[str, str] | None:
         jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return ".".join(str(p) for p in exc.absolute_path), f"invalid JSON Schema: {exc.message}"
-    return None
+    found = _reference_problem(schema) if isinstance(schema, dict) else None
+    return ("", f"invalid JSON Schema: {found}") if found else None
 
 
 def schema_problem(schema: Any) -> tuple[str, str] | None:
@@ -63,7 +138,10 @@ def _check(answer: Answer, value: SchemaCheck | None, case: Any) -> list[str]:
 
 
 def _check_not(answer: Answer, value: SchemaCheck | None, case: Any) -> list[str]:
-    holds = answer.has_json and (value is None or not value(answer.parsed))
+    errors = value(answer.parsed) if answer.has_json and value is not None else []
+    if errors == [TOO_DEEP]:  # unchecked is not "does not satisfy"
+        return [f"schema: {TOO_DEEP}"]
+    holds = answer.has_json and not errors
     return ["schema: the answer satisfies a schema it must not"] if holds else []
 
 

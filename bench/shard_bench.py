@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Shard-and-merge benchmark (issue #10): N shard processes and a merge against one process, and the merge alone at scale.
+
+Every figure is the wall time of the real command line (``python -m envelope_ci``), each in its own process:
+
+* ``speedup``: a suite of --cases cases graded by one process, then as --shards shard processes started
+  at once and merged; printed live (against the local fixed-delay fake server, ``tests/fake_openai.py``,
+  at --concurrency per process, as each matrix job would run) and offline (a --replay of recordings,
+  the mix of ``bench/offline_bench.py``). The offline merged report.json must equal the unsharded
+  run's byte for byte; a live one must agree on everything but timings.
+* ``merge``: --shards shard reports of --merge-cases cases in all (4 x 25,000 by default), merged
+  --repeat times; prints the wall time of ``envelope-ci merge`` (interpreter start included), the time
+  inside ``api.merge``, and its peak memory. Target: under 5 s.
+
+    python bench/shard_bench.py                          # both, the defaults below
+    python bench/shard_bench.py --part speedup --cases 8000 --shards 4 --delay-ms 50 --concurrency 8
+    python bench/shard_bench.py --part merge --merge-cases 100000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # this checkout's envelope_ci, not an installed copy
+from offline_bench import generate  # noqa: E402
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
+# api.merge in a child of its own, timed inside: what the merge costs without the interpreter's start.
+MERGE_TIMED = """
+import resource, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from envelope_ci import api
+t1 = time.perf_counter()
+result = api.merge([Path(p) for p in sys.argv[2:]], Path(sys.argv[1]))
+t2 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} {int(result.exit_code)}")
+"""
+
+
+def cli(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "envelope_ci", *map(str, args)]
+
+
+def timed(argv: Sequence[str]) -> tuple[float, int]:
+    """Wall time and exit code of one command."""
+    t0 = time.perf_counter()
+    code = subprocess.run(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False).returncode
+    return time.perf_counter() - t0, code
+
+
+def shards_at_once(fixtures: Path, out: Path, count: int, extra: Sequence[str]) -> tuple[float, list[Path]]:
+    """Every shard as its own process, started together; the wall time until the last one ends."""
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(cli("run", fixtures, "--shard", f"{i}/{count}", "--out", out / f"shard-{i}", "--quiet", *extra),
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(1, count + 1)]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode not in (0, 1, 3):
+            raise RuntimeError(f"a shard exited {proc.returncode}: {err[-2000:]}")
+    return time.perf_counter() - t0, [out / f"shard-{i}" / "report.json" for i in range(1, count + 1)]
+
+
+@contextmanager
+def fixed_delay_server(delay_ms: float) -> Iterator[str]:
+    """The fake server answering every request after ``delay_ms``, in a process of its own."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--port", "0", "--delay-ms", str(delay_ms)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError(f"the fake server did not start (printed {url!r})")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def live_fixtures(root: Path, n: int) -> Path:
+    fixtures = root / "live-fixtures"
+    fixtures.mkdir()
+    lines = (json.dumps({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok", "stratum": "easy"})
+             for i in range(n))
+    (fixtures / "cases.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
+    return fixtures
+
+
+def same_but_timing(a: Path, b: Path) -> bool:
+    """Two report.json alike apart from what a live run measures (times, and the rows that carry them)."""
+    def plain(path: Path) -> dict:
+        data = json.loads(path.read_text("utf-8"))
+        data.pop("cases")
+        data.pop("notes")
+        return data
+
+    return plain(a) == plain(b)
+
+
+def speedup_row(name: str, fixtures: Path, root: Path, count: int, extra: Sequence[str], exact: bool) -> None:
+    whole_s, whole_code = timed(cli("run", fixtures, "--out", root / f"{name}-whole", "--quiet", *extra))
+    shards_s, reports = shards_at_once(fixtures, root / f"{name}-shards", count, extra)
+    merge_s, merge_code = timed(cli("merge", *reports, "--out", root / f"{name}-merged", "--quiet"))
+    whole, merged = root / f"{name}-whole" / "report.json", root / f"{name}-merged" / "report.json"
+    equal = whole.read_bytes() == merged.read_bytes() if exact else same_but_timing(whole, merged)
+    total = shards_s + merge_s
+    print(f"{name:<8} {whole_s:>9.2f} {shards_s:>9.2f} {merge_s:>8.2f} {total:>9.2f} {whole_s / total:>8.2f}x   "
+          f"exit {whole_code}/{merge_code}  merged {'==' if equal else '!='} unsharded{'' if exact else ' (apart from timing)'}")
+
+
+def speedup(args: argparse.Namespace) -> None:
+    print(f"== speed-up: {args.cases} cases, 1 process against {args.shards} shard processes + merge "
+          f"(live: {args.delay_ms:g} ms server, --concurrency {args.concurrency} per process)")
+    print(f"{'mode':<8} {'1 proc s':>9} {'shards s':>9} {'merge s':>8} {'sharded s':>9} {'speed-up':>9}")
+    with tempfile.TemporaryDirectory(prefix="envelope-ci-shard-bench-") as tmp:
+        root = Path(tmp)
+        with fixed_delay_server(args.delay_ms) as url:
+            live = ["--base-url", url, "--model", "bench-model", "--concurrency", str(args.concurrency)]
+            speedup_row("live", live_fixtures(root, args.cases), root, args.shards, live, exact=False)
+        (root / "offline").mkdir()
+        fixtures, recordings = generate(root / "offline", args.cases, args.seed)
+        speedup_row("offline", fixtures, root, args.shards, ["--replay", str(recordings)], exact=True)
+
+
+def merge_time(args: argparse.Namespace) -> None:
+    n, count = args.merge_cases, args.shards
+    print(f"== merge: {count} shard reports of {n // count:,} cases ({n:,} in all), merged {args.repeat} times")
+    with tempfile.TemporaryDirectory(prefix="envelope-ci-merge-bench-") as tmp:
+        root = Path(tmp)
+        fixtures, recordings = generate(root, n, args.seed)
+        shards_s, reports = shards_at_once(fixtures, root, count, ["--replay", str(recordings)])
+        size = sum(r.stat().st_size for r in reports) / 1e6
+        print(f"shard runs        {shards_s:.1f} s for the {count} at once; reports {size:.0f} MB in all")
+        walls, inside, rss = [], [], []
+        for k in range(args.repeat):
+            wall, code = timed(cli("merge", *reports, "--out", root / f"merged-{k}", "--quiet"))
+            walls.append(wall)
+            proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, str(root / f"timed-{k}"), *map(str, reports)],
+                                  env=ENV, capture_output=True, text=True, check=True)
+            _, merge_s, peak, _ = proc.stdout.split()
+            inside.append(float(merge_s))
+            rss.append(float(peak))
+        print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  (min {min(walls):.2f}, max {max(walls):.2f}; exit {code})")
+        print(f"api.merge inside        median {statistics.median(inside):.2f} s  (min {min(inside):.2f}); peak RSS {max(rss):.0f} MiB")
+        ok = statistics.median(walls) < 5.0
+        print(f"target: merge of {count} x {n // count:,} under 5 s: {'PASS' if ok else 'MISS'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=("all", "speedup", "merge"), default="all")
+    parser.add_argument("--cases", type=int, default=8000, help="speed-up suite size (default: %(default)s, 2,000 per shard)")
+    parser.add_argument("--shards", type=int, default=4, help="shard processes (default: %(default)s)")
+    parser.add_argument("--delay-ms", type=float, default=50.0, help="the live server's delay per answer (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=8, help="--concurrency of each live process (default: %(default)s)")
+    parser.add_argument("--merge-cases", type=int, default=100_000, help="cases over all shards for the merge timing (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="merges timed (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    print(f"machine: nproc {os.cpu_count()}, python {sys.version.split()[0]}")
+    if args.part in ("all", "speedup"):
+        speedup(args)
+    if args.part in ("all", "merge"):
+        merge_time(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""Shards and their merge: what a shard's report.json carries (``shard``), and every shard's report read back as one run.
+
+Each case is judged once, by the shard that graded it, and its row says all of that but the
+gate; whatever spans cases (strata, the alerts, the gate, the verdict) is left to the merge,
+which rebuilds the case results from the rows and runs the same ``analysis.conclude`` on the
+whole. What depends only on the suite and the pins (fixture changes, base-diff removals,
+lowered pins) every shard computes in full, and the merge checks that they agree.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from .. import __version__
+from ..analysis.analyse import Analysis, RunShape
+from ..analysis.cases import CaseResult
+from ..analysis.channels import Measure
+from ..canonical import digest_bytes
+from ..errors import Problem, UsageError
+from ..model import Case, Fingerprint, Grade, Label, Lane, Pins
+from ..shard import ShardSpec
+from ..sources.pins import render_pins
+from .build import scrub
+from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardCase, ShardInfo
+
+
+def pins_digest(pins: Pins | None) -> str | None:
+    """A digest of the pins as judged against: shards judged against other pins cannot be merged."""
+    return digest_bytes(render_pins(pins).encode("utf-8")) if pins is not None else None
+
+
+@dataclass(frozen=True)
+class ShardRun:
+    """What one shard's run saw besides its analysis: the marks the merge checks and the inputs it judges again."""
+
+    pins: Pins | None
+    base_pins: Pins | None
+    replayed: int
+    interrupted: tuple[str, ...]
+    remarks: tuple[str, ...]
+    stale: Mapping[str, str]
+    unverified: tuple[str, ...]
+
+
+def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis, grades: Mapping[str, Sequence[Grade]], seen: ShardRun) -> ShardInfo:
+    """The ``shard`` object of a shard's report.json."""
+    position = {c.id: i for i, c in enumerate(suite)}
+    run_fp = analysis.fingerprint
+    cases = {r.case.id: ShardCase(position[r.case.id], tuple(g.label for g in r.grades),
+                                  r.fingerprint.temperature if r.fingerprint.temperature != run_fp.temperature else None)
+             for r in analysis.results}
+    return ShardInfo(
+        index=spec.index,
+        count=spec.count,
+        tool_version=__version__,
+        fixtures_hash=analysis.fixtures.hash,
+        pins_digest=pins_digest(seen.pins),
+        base_pins_digest=pins_digest(seen.base_pins),
+        fingerprint=replace(run_fp, model_id=None),
+        suite_cases=len(suite),
+        model_ids=scrub(tuple(sorted({g.model_id for gs in grades.values() for g in gs if g.model_id}))),
+        replayed=seen.replayed,
+        interrupted=scrub(seen.interrupted),
+        remarks=scrub(seen.remarks),
+        stale=dict(seen.stale),
+        unverified=seen.unverified,
+        cases=cases,
+    )
+
+
+@dataclass(frozen=True)
+class Whole:
+    """Every shard's report read back as one run: what ``conclude`` and the notes need."""
+
+    run: RunInfo
+    results: tuple[CaseResult, ...]
+    fingerprint: Fingerprint
+    fixtures: FixtureChanges
+    shape: RunShape
+    base: BaseDiff | None
+    pinned: bool
+    replayed: int
+    interrupted: tuple[str, ...]
+    remarks: tuple[str, ...]
+
+    @property
+    def lowered(self) -> tuple[str, ...]:
+        return self.base.downgraded if self.base else ()
+
+
+@dataclass(frozen=True)
+class _Shard:
+    """One shard's report, where it came from."""
+
+    path: str
+    report: Report
+    info: ShardInfo
+
+
+def read_shards(paths: Sequence[Path]) -> Whole:
+    """Every shard's report of one run as the whole run; UsageError (exit 2) naming each reason they cannot be merged."""
+    shards = sorted((_read(Path(p)) for p in paths), key=lambda s: s.info.index)
+    problems = refusals(shards)
+    if problems:
+        raise UsageError([Problem("", None, None, p) for p in problems])
+    return _whole(shards)
+
+
+def _read(path: Path) -> _Shard:
+    """One shard's report.json, or why it is not one."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+        report = Report.from_json(data) if isinstance(data, dict) and data.get("report_version") == REPORT_VERSION else None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
+    if report is None:
+        raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}")
+    if report.shard is None:
+        raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each run --shard I/N")
+    return _Shard(path.as_posix(), report, report.shard)
+
+
+# RunInfo fields that are part of the fingerprint, named as a reader knows them.
+_FINGERPRINT = {"lane": "fingerprint (lane)", "endpoint_class": "fingerprint (endpoint class)", "temperature": "fingerprint (temperature)"}
+
+
+def _marks(shard: _Shard) -> dict[str, object]:
+    """What must be the same in every shard of one run, each by the name a reader knows it by."""
+    info, run, base = shard.info, shard.report.run, shard.report.base
+    settings = {_FINGERPRINT.get(f.name, f"run setting {f.name}"): getattr(run, f.name) for f in fields(run) if f.name not in ("partial", "thresholds")}
+    return {
+        "tool version": info.tool_version,
+        "fingerprint (grader version)": info.fingerprint.grader_version,
+        "fixtures hash": info.fixtures_hash,
+        "pins": info.pins_digest or "no pins",
+        "base branch pins": (info.base_pins_digest or "none found") if base else "not looked for",
+        "base branch pins source": base.source if base else None,
+        **settings,
+        **{f"threshold {f.name}": getattr(run.thresholds, f.name) for f in fields(run.thresholds)},
+        "shard count": info.count,
+        "suite size": info.suite_cases,
+    }
+
+
+def refusals(shards: Sequence[_Shard]) -> list[str]:
+    """Why these reports are not every shard of one run: other marks, a shard missing or twice, a case twice."""
+    first = shards[0]
+    mine = _marks(first)
+    problems = [f"{s.path} ({s.info.index}/{s.info.count}) and {first.path} ({first.info.index}/{first.info.count}) differ in {what}: "
+                f"{theirs!r} vs {mine[what]!r}; they are not shards of one run (same commit, settings and pins)"
+                for s in shards[1:] for what, theirs in _marks(s).items() if theirs != mine[what]]
+    if problems:
+        return problems
+    count = first.info.count
+    by_index: dict[int, list[str]] = {}
+    for s in shards:
+        by_index.setdefault(s.info.index, []).append(s.path)
+    problems += [f"shard {i}/{count} given {len(ps)} times: {', '.join(ps)}" for i, ps in by_index.items() if len(ps) > 1]
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        problems.append(f"shard {', '.join(missing)} missing: the merge needs the report of every shard (got {', '.join(f'{i}/{count}' for i in by_index)})")
+    return problems or _case_problems(shards)
+
+
+def _case_problems(shards: Sequence[_Shard]) -> list[str]:
+    """A case in two shards' reports, or cases of the suite in none."""
+    seen: dict[str, str] = {}
+    twice: list[str] = []
+    for s in shards:
+        for case_id in s.info.cases:
+            if seen.setdefault(case_id, s.path) != s.path:
+                twice.append(f"{case_id} ({seen[case_id]}, {s.path})")
+    if twice:
+        return [f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"]
+    total = shards[0].info.suite_cases
+    positions = {c.position for s in shards for c in s.info.cases.values()}
+    if len(seen) != total or positions != set(range(total)):
+        return [f"the shards' reports hold {len(seen)} of the suite's {total} case(s): they were not all graded by one shard each"]
+    return []
+
+
+def _whole(shards: Sequence[_Shard]) -> Whole:
+    first = shards[0]
+    rows = sorted(((s.info.cases[row.id], row) for s in shards for row in s.report.cases), key=lambda pair: pair[0].position)
+    declared = first.info.fingerprint
+    results = tuple(result_of(row, extra, declared) for extra, row in rows)
+    order = {row.id: i for i, (_, row) in enumerate(rows)}
+    stale = sorted(((k, v) for s in shards for k, v in s.info.stale.items()), key=lambda kv: order[kv[0]])
+    model_ids = sorted({m for s in shards for m in s.info.model_ids})
+    run = first.report.run
+    return Whole(
+        run=run,
+        results=results,
+        fingerprint=replace(declared, model_id=",".join(model_ids) or None),
+        fixtures=first.report.fixtures,
+        shape=RunShape(Lane(run.lane), run.endpoint_class, run.temperature, run.mode == "live", None, dict(stale),
+                       tuple(sorted((u for s in shards for u in s.info.unverified), key=order.__getitem__))),
+        base=_base(shards, order),
+        pinned=first.info.pins_digest is not None,
+        replayed=sum(s.info.replayed for s in shards),
+        interrupted=tuple(dict.fromkeys(m for s in shards for m in s.info.interrupted)),
+        remarks=tuple(f"shard {s.info.index}/{s.info.count}: {m}" for s in shards for m in s.info.remarks),
+    )
+
+
+def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None:
+    """The base diff of the whole run: each shard's rows for its cases, in suite order, then the removed cases (the same in every shard)."""
+    first = shards[0].report
+    if first.base is None:
+        return None
+    own = sorted((row for s in shards if s.report.base for row in s.report.base.diff[:len(s.report.cases)]), key=lambda row: order[row.id])
+    return replace(first.base, diff=(*own, *first.base.diff[len(first.cases):]))
+
+
+def result_of(row: CaseRow, extra: ShardCase, declared: Fingerprint) -> CaseResult:
+    """One case's result as its shard judged it, rebuilt from its row.
+
+    The repeats keep their labels; the one the row shows carries what the row shows, so the
+    row built again from this result is the same row.
+    """
+    labels = extra.repeats
+    shown = next((i for i, label in enumerate(labels) if label is row.label), len(labels) - 1)
+    grades = tuple(_repeat(label, row if i == shown else None) for i, label in enumerate(labels))
+    temperature = declared.temperature if extra.temperature is None else extra.temperature
+    return CaseResult(
+        case=Case(row.id, row.stratum, (), row.file, row.line, ""),
+        label=row.label,
+        channel=row.channel,
+        reasons=row.reasons,
+        measure=Measure(row.chars, row.tokens, row.tokens_estimated, row.ms, row.ms_p95),
+        grades=grades,
+        fingerprint=replace(declared, model_id=row.model_id, temperature=temperature),
+        pin=row.pin,
+        comparable=row.comparable,
+        outcome=row.outcome,
+    )
+
+
+def _repeat(label: Label, row: CaseRow | None) -> Grade:
+    """A repeat's grade: its label, and what the row shows when it is the repeat shown."""
+    if row is None:
+        return Grade(label, (), None, None, None, None, None, None, False, None, None, 0)
+    return Grade(label, (), row.preview, row.finish_reason, row.model_id, row.http_status, row.chars, row.tokens,
+                 row.tokens_estimated, row.ms, row.ttft_ms, row.attempts)

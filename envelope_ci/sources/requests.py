@@ -1,0 +1,127 @@
+"""What a recorded answer answered: a record of the request, so an offline gate never grades an
+answer to an older prompt.
+
+``--record`` and ``import`` write, with every envelope, ``request``: the digest of what was
+sent (model as asked, messages after templates and files were filled in, tools, tool_choice,
+response_format, max_tokens, temperature, seed, stop) and a short digest per part, so a
+mismatch can say which part moved. Offline, each recording is checked against the request the
+case would send now.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..canonical import digest
+from ..model import Case
+from ..providers.openai_chat import OPENAI_CHAT
+
+# The request fields an answer depends on; anything else (stream options, user) does not change it.
+ANSWER_FIELDS = ("model", "messages", "tools", "tool_choice", "response_format", "max_tokens", "temperature", "seed", "stop")
+# Shown as they are in a difference ("temperature 0.0 → 0.7"); the rest by a short digest.
+_PLAIN = ("model", "max_tokens", "temperature", "seed")
+_SHORT = 12
+
+
+def _short(value: Any) -> str:
+    return digest(value).split(":", 1)[1][:_SHORT]
+
+
+def request_parts(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a request body an answer depends on: plain values, or a short digest each (per message)."""
+    parts: dict[str, Any] = {}
+    for name in ANSWER_FIELDS:
+        if name not in body:
+            continue
+        if name == "messages":
+            parts.update({f"messages[{i}]": _short(m) for i, m in enumerate(body["messages"])})
+        elif name in _PLAIN:
+            parts[name] = body[name]
+        else:
+            parts[name] = _short(body[name])
+    return parts
+
+
+def request_record(case: Case, model: str, temperature: float) -> dict[str, Any]:
+    """The ``request`` a recorded envelope carries: the whole digest and the parts."""
+    body = OPENAI_CHAT.request_body(case, model, temperature, stream=False)
+    parts = request_parts(body)
+    return {"digest": digest({k: body[k] for k in ANSWER_FIELDS if k in body}), "parts": parts}
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """How a case's recordings stand against the request it would send now."""
+
+    stale: Mapping[str, str]  # case id -> what differs, in words
+    unverified: tuple[str, ...]  # cases answered by recordings without a request record (older recordings)
+
+
+def differences(recorded: Mapping[str, Any], now: Mapping[str, Any], case: Case) -> str:
+    """What moved between the recorded request's parts and today's, in words."""
+    words = []
+    for name in sorted(set(recorded) | set(now), key=_part_order):
+        before, after = recorded.get(name), now.get(name)
+        if before == after:
+            continue
+        if name in _PLAIN and before is not None and after is not None:
+            words.append(f"{name} {before} → {after}")
+        elif name.startswith("messages["):
+            words.append(_message_words(name, case, before is None, after is None))
+        else:
+            words.append(f"{name} {'added' if before is None else 'removed' if after is None else 'changed'}")
+    return ", ".join(words) or "the request changed"
+
+
+def _part_order(name: str) -> tuple[int, int, str]:
+    if name.startswith("messages["):
+        return (1, int(name[9:-1]), name)
+    return (0 if name in _PLAIN else 2, 0, name)
+
+
+def _message_words(name: str, case: Case, added: bool, removed: bool) -> str:
+    """A moved message, named by where it comes from when a file holds it."""
+    index = int(name[9:-1])
+    if added or removed:
+        return f"{name} {'added' if added else 'removed'}"
+    role = case.messages[index].get("role") if index < len(case.messages) else None
+    source = case.sources.get(str(role)) if role in ("system", "user") else None
+    return f"{role}: {source} changed" if source else f"{name}.content"
+
+
+def staleness(case: Case, recorded: list[Mapping[str, Any] | None], temperature: float) -> tuple[str | None, bool]:
+    """(what differs for the first stale recording or None, whether any recording has no request record)."""
+    unverified = False
+    for request in recorded:
+        if not isinstance(request, Mapping) or "digest" not in request:
+            unverified = True
+            continue
+        parts = request.get("parts") or {}
+        model = parts.get("model")
+        if not isinstance(model, str):
+            unverified = True
+            continue
+        now = request_record(case, model, temperature)
+        if now["digest"] != request["digest"]:
+            return differences(parts, now["parts"], case), unverified
+    return None, unverified
+
+
+def check_recordings(cases: list[Case] | tuple[Case, ...], envelopes: Mapping[str, list[Any]], temperature: float) -> Staleness:
+    """Every case's recordings against the request it would send now (offline and replayed runs only).
+
+    A bare ``completion`` is a hand-written answer, not a recording: it is neither checked nor counted.
+    """
+    stale: dict[str, str] = {}
+    unverified: list[str] = []
+    for case in cases:
+        recorded = [e.request for e in envelopes.get(case.id, ()) if e.completion is None]
+        if not recorded:
+            continue
+        moved, legacy = staleness(case, recorded, temperature)
+        if moved is not None:
+            stale[case.id] = moved
+        elif legacy:
+            unverified.append(case.id)
+    return Staleness(stale, tuple(unverified))

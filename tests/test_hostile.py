@@ -189,6 +189,16 @@ def test_item_13_invalid_utf8_in_a_valid_body_is_graded_with_a_note(srv):
     assert got.reasons == (f"the body is not valid UTF-8 (a bad byte at offset {bad_at}): read with U+FFFD in place of the bad bytes",)
 
 
+def test_item_13_invalid_utf8_in_a_stream_is_graded_with_a_note(srv):
+    chunks = [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello @@"}, "finish_reason": None}]},
+              {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}]
+    sse = b"".join(b"data: " + json.dumps(c).encode().replace(b"@@", b"\xc3") + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    srv.plant("bad-stream", Behaviour.status(200, sse, {"Content-Type": "text/event-stream"}))
+    got = one("bad-stream", srv.url, stream=True)
+    assert got.label.value == "right" and got.text == "Hello \ufffd"
+    assert got.reasons == ("the stream is not valid UTF-8: read with U+FFFD in place of the bad bytes",)
+
+
 def deep_body(depth: int) -> bytes:
     """A right answer with an extra field nested ``depth`` levels."""
     answer = {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": f"Hello {KEY}"}, "finish_reason": "stop"}]}

@@ -115,3 +115,27 @@ def test_the_bundled_examples_carry_request_records(tmp_path):
         result, report = run_report(EXAMPLES / name, tmp_path / name)
         assert result.code == 0, name
         assert not [n for n in report["notes"] if "do not say what request" in n], name
+
+
+def test_record_writes_request_records_and_import_keeps_them(tmp_path):
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from fake_openai import Behaviour, FakeOpenAI
+
+    suite = make_suite(tmp_path, [{"id": "greet", "prompt": "[[greet]] say hello", "expect_fragment": "Hello"}], name="evals")
+    rec = tmp_path / "run.jsonl"
+    with FakeOpenAI() as srv:
+        srv.plant("greet", Behaviour.ok("Hello! How can I help?"))
+        live, _ = run_report(suite, tmp_path / "live", "--base-url", srv.url, "--model", MODEL, "--record", rec)
+    assert live.code in (0, 1), live.err
+    (line,) = [json.loads(x) for x in rec.read_text("utf-8").splitlines()]
+    assert line["recorded"]["request"]["digest"].startswith("sha256:") and line["recorded"]["request"]["parts"]["model"] == MODEL
+    assert run_cli(["import", rec, "--into", suite]).code == 0
+    _, offline = run_report(suite, tmp_path / "offline")
+    assert "stale_recording" not in offline["alerts"] and not [n for n in offline["notes"] if "do not say what request" in n]
+    data = (suite / "cases.yaml").read_text("utf-8").replace("say hello", "say hi")
+    (suite / "cases.yaml").write_text(data, "utf-8")
+    _, edited = run_report(suite, tmp_path / "edited")
+    assert "stale_recording" in edited["alerts"] and "greet: messages[0].content" in stale_message(edited)

@@ -17,6 +17,8 @@ from ..providers.openai_chat import OPENAI_CHAT
 from ..report.build import PREVIEW_CHARS
 from ..secrets import Secrets
 from ..sources.recordings import RecordingWriter
+from ..sources.requests import request_record
+from ..urls import endpoint_secrets
 from .http import Client, ClientSettings
 from .progress import Progress
 from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
@@ -88,16 +90,18 @@ def run_live(
     """
     writer = RecordingWriter(record) if record else None
     watchdog = Watchdog()
-    pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog)
-    threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
-               for i in range(min(concurrency, len(pool.jobs)) or 1)]
-    for t in threads:
-        t.start()
-    if _join(threads, pool.stop, grace_s, time.monotonic() + (max_run_s or math.inf)):
-        pool.out_of_time = f"the run reached --max-run-time ({max_run_s:g} s)"
-    watchdog.close()  # calls still in flight after the grace are cut here
-    if writer:
-        writer.close()
+    try:
+        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog)
+        threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
+                   for i in range(min(concurrency, len(pool.jobs)) or 1)]
+        for t in threads:
+            t.start()
+        if _join(threads, pool.stop, grace_s, time.monotonic() + (max_run_s or math.inf)):
+            pool.out_of_time = f"the run reached --max-run-time ({max_run_s:g} s)"
+    finally:
+        watchdog.close()  # calls still in flight after the grace are cut here
+        if writer:
+            writer.close()
     if pool.grading_error is not None:
         raise pool.grading_error
     return replace(pool.outcome(), concurrency=len(threads))
@@ -123,13 +127,13 @@ def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float
 
 
 class _Pool:
-    """What the workers share: the job queue, the retry budget and pause, and the finished envelopes."""
+    """What the workers share: the job queue, the retry budget and pause, the watchdog, and the grades so far."""
 
     def __init__(self, cases: Sequence[Case], settings: ClientSettings, provider: Provider, policy: RetryPolicy,
                  stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog) -> None:
         self.cases, self.settings, self.provider, self.policy = cases, settings, provider, policy
         self.stop, self.progress, self.writer, self.watchdog = stop, progress, writer, watchdog
-        self.secrets = Secrets([settings.api_key, *settings.extra_headers.values()])
+        self.secrets = Secrets([settings.api_key, *settings.extra_headers.values(), *endpoint_secrets(settings.base_url)])
         self.jobs: list[Job] = [(i, r) for r in range(repeats) for i in range(len(cases))]
         self._next_job = iter(self.jobs)
         self._job_lock = threading.Lock()
@@ -174,8 +178,8 @@ class _Pool:
             if graded is not None:
                 self.results[job] = graded
             self.cut_streams += sum(1 for entry in log if entry.get("stream_cut"))
-            if self.writer:
-                self.writer.write(case.id, env, log)
+            if self.writer:  # with what was asked, so an offline run can tell the answer is still to today's request
+                self.writer.write(case.id, replace(env, request=request_record(case, self.settings.model, self.settings.temperature)), log)
         if self.progress:
             self.progress.tick(log[-1]["label"])
 
@@ -183,7 +187,7 @@ class _Pool:
         """The envelope's grade, its text cut to the report's preview; None once a grader raised (the run raises it at its end)."""
         try:
             done = grade(env, case)
-        except Exception as exc:  # a user's grader that fails is exit 2, reported once as before
+        except Exception as exc:  # a user's grader (exit 2) or a bug of ours: raised once, as when grading came after the run
             with self._done_lock:
                 self.grading_error = self.grading_error or exc
             return None

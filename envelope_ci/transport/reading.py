@@ -1,6 +1,7 @@
 """One response read to its end, whole or streamed, never past the case's deadline or the size cap."""
 from __future__ import annotations
 
+import codecs
 import json
 import time
 from collections.abc import Mapping
@@ -111,7 +112,9 @@ def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> 
     size = 0
     ttft: float | None = None
     t_last = limits.t0
+    utf8 = _Utf8Check()
     while chunk := read1(resp):
+        utf8.feed(chunk)
         size += len(chunk)
         over = limits.over(size)
         if over:
@@ -129,10 +132,29 @@ def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> 
         return cut
     for data in flush_sse(buffer):
         stream.feed(data)
-    return _streamed(resp, limits, stream, ttft, t_last)
+    notes: tuple[str, ...] = (f"{stream.bad_lines} stream line(s) were not JSON and were skipped",) if stream.bad_lines else ()
+    if utf8.bad:
+        notes += ("the stream is not valid UTF-8: read with U+FFFD in place of the bad bytes",)
+    return _streamed(resp, limits, stream, ttft, t_last, notes)
 
 
-def _streamed(resp: requests.Response, limits: Limits, stream: StreamAssembly, ttft: float | None, t_last: float) -> Envelope:
+class _Utf8Check:
+    """Whether a byte stream is valid UTF-8, whatever chunks it comes in (a character may straddle two)."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.bad = False
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.bad:
+            try:
+                self._decoder.decode(chunk)
+            except UnicodeDecodeError:
+                self.bad = True
+
+
+def _streamed(resp: requests.Response, limits: Limits, stream: StreamAssembly, ttft: float | None, t_last: float,
+              notes: tuple[str, ...]) -> Envelope:
     return Envelope(
         http_status=resp.status_code,
         elapsed_ms=limits.ms(t_last),
@@ -140,7 +162,7 @@ def _streamed(resp: requests.Response, limits: Limits, stream: StreamAssembly, t
         headers=safe_headers(resp.headers),
         body=stream.body(),
         stream_complete=stream.complete,
-        notes=(f"{stream.bad_lines} stream line(s) were not JSON and were skipped",) if stream.bad_lines else (),
+        notes=notes,
     )
 
 

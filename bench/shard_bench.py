@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Shard-and-merge benchmark (issue #10): N shard processes and a merge against one process, and the merge alone at scale.
 
-Every figure is the wall time of the real command line (``python -m envelope_ci``), each in its own process:
+Every time is the wall time of the real command line (``python -m envelope_ci``), each in its own process:
 
+* ``partition``: how balanced the shards are, and how many other cases change shard when one case is
+  added, over --trials additions to a suite of --cases: envelope-ci's runs of the hash order, beside
+  dealing that order round-robin and plain ``hash mod N`` (no processes: the partition is pure).
 * ``speedup``: a suite of --cases cases graded by one process, then as --shards shard processes started
   at once and merged; printed live (against the local fixed-delay fake server, ``tests/fake_openai.py``,
   at --concurrency per process, as each matrix job would run) and offline (a --replay of recordings,
@@ -12,15 +15,18 @@ Every figure is the wall time of the real command line (``python -m envelope_ci`
   --repeat times; prints the wall time of ``envelope-ci merge`` (interpreter start included), the time
   inside ``api.merge``, and its peak memory. Target: under 5 s.
 
-    python bench/shard_bench.py                          # both, the defaults below
+    python bench/shard_bench.py                          # all three, the defaults below
+    python bench/shard_bench.py --part partition --cases 8000 --shards 4 --trials 1000
     python bench/shard_bench.py --part speedup --cases 8000 --shards 4 --delay-ms 50 --concurrency 8
     python bench/shard_bench.py --part merge --merge-cases 100000
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -34,18 +40,59 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # this checkout's envelope_ci, not an installed copy
 from offline_bench import generate  # noqa: E402
 
+from envelope_ci.shard import shard_numbers  # noqa: E402
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
-# api.merge in a child of its own, timed inside: what the merge costs without the interpreter's start.
+# api.merge in a child of its own, timed inside (what the merge costs without the interpreter's start), then
+# its two big parts again on their own: reading the shards' reports, and writing the three formats.
 MERGE_TIMED = """
 import resource, sys, time
 from pathlib import Path
-t0 = time.perf_counter()
 from envelope_ci import api
+from envelope_ci.formats.registry import write_reports
+from envelope_ci.report.merge import read_shards
+out, paths = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+t0 = time.perf_counter()
+result = api.merge(paths, out)
 t1 = time.perf_counter()
-result = api.merge([Path(p) for p in sys.argv[2:]], Path(sys.argv[1]))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+read_shards(paths)
 t2 = time.perf_counter()
-print(f"{t1 - t0:.3f} {t2 - t1:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} {int(result.exit_code)}")
+write_reports(result.report, out / "again")
+t3 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {peak:.0f}")
 """
+
+
+def _sha(case_id: str) -> bytes:
+    return hashlib.sha256(case_id.encode("utf-8")).digest()
+
+
+def round_robin(ids: Sequence[str], count: int) -> list[int]:
+    """The alternative: ids in hash order dealt one to each shard in turn."""
+    order = sorted(range(len(ids)), key=lambda i: _sha(ids[i]))
+    numbers = [0] * len(ids)
+    for rank, i in enumerate(order):
+        numbers[i] = rank % count + 1
+    return numbers
+
+
+def hash_mod(ids: Sequence[str], count: int) -> list[int]:
+    """The other alternative: each id's hash modulo N, whatever the others."""
+    return [int.from_bytes(_sha(i)[:8], "big") % count + 1 for i in ids]
+
+
+def partition(args: argparse.Namespace) -> None:
+    print(f"== partition: {args.cases} cases in {args.shards} shards, {args.trials} single-case additions")
+    print(f"{'rule':<28} {'sizes max-min':>13} {'moved mean':>10} {'moved max':>9}")
+    rng = random.Random(args.seed)
+    ids = [f"case-{rng.getrandbits(64):016x}" for _ in range(args.cases)]
+    added = [f"new-{rng.getrandbits(64):016x}" for _ in range(args.trials)]
+    for name, rule in (("runs of the hash order (ours)", shard_numbers), ("round-robin of the hash order", round_robin), ("hash mod N", hash_mod)):
+        before = rule(ids, args.shards)
+        sizes = [before.count(k) for k in range(1, args.shards + 1)]
+        moved = [sum(a != b for a, b in zip(before, rule([*ids, new], args.shards), strict=False)) for new in added]
+        print(f"{name:<28} {max(sizes) - min(sizes):>13} {statistics.mean(moved):>10.2f} {max(moved):>9}")
 
 
 def cli(*args: str | Path) -> list[str]:
@@ -141,33 +188,36 @@ def merge_time(args: argparse.Namespace) -> None:
         shards_s, reports = shards_at_once(fixtures, root, count, ["--replay", str(recordings)])
         size = sum(r.stat().st_size for r in reports) / 1e6
         print(f"shard runs        {shards_s:.1f} s for the {count} at once; reports {size:.0f} MB in all")
-        walls, inside, rss = [], [], []
+        walls, parts = [], []
         for k in range(args.repeat):
             wall, code = timed(cli("merge", *reports, "--out", root / f"merged-{k}", "--quiet"))
             walls.append(wall)
             proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, str(root / f"timed-{k}"), *map(str, reports)],
                                   env=ENV, capture_output=True, text=True, check=True)
-            _, merge_s, peak, _ = proc.stdout.split()
-            inside.append(float(merge_s))
-            rss.append(float(peak))
+            parts.append([float(x) for x in proc.stdout.split()])
+        inside, read, write, peak = (statistics.median(column) for column in zip(*parts, strict=True))
         print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  (min {min(walls):.2f}, max {max(walls):.2f}; exit {code})")
-        print(f"api.merge inside        median {statistics.median(inside):.2f} s  (min {min(inside):.2f}); peak RSS {max(rss):.0f} MiB")
+        print(f"api.merge inside        median {inside:.2f} s: reading the reports {read:.2f} s, writing the three formats {write:.2f} s, "
+              f"the rest (analysis, report) {inside - read - write:.2f} s; peak RSS {peak:.0f} MiB")
         ok = statistics.median(walls) < 5.0
         print(f"target: merge of {count} x {n // count:,} under 5 s: {'PASS' if ok else 'MISS'}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("all", "speedup", "merge"), default="all")
+    parser.add_argument("--part", choices=("all", "partition", "speedup", "merge"), default="all")
     parser.add_argument("--cases", type=int, default=8000, help="speed-up suite size (default: %(default)s, 2,000 per shard)")
     parser.add_argument("--shards", type=int, default=4, help="shard processes (default: %(default)s)")
     parser.add_argument("--delay-ms", type=float, default=50.0, help="the live server's delay per answer (default: %(default)s)")
     parser.add_argument("--concurrency", type=int, default=8, help="--concurrency of each live process (default: %(default)s)")
     parser.add_argument("--merge-cases", type=int, default=100_000, help="cases over all shards for the merge timing (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="merges timed (default: %(default)s)")
+    parser.add_argument("--trials", type=int, default=1000, help="single-case additions for the partition figures (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     print(f"machine: nproc {os.cpu_count()}, python {sys.version.split()[0]}")
+    if args.part in ("all", "partition"):
+        partition(args)
     if args.part in ("all", "speedup"):
         speedup(args)
     if args.part in ("all", "merge"):

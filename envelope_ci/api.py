@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from .shard import blocker as shard_blocker
 from .shard import note as shard_note
 from .shard import select as shard_select
 from .sources.cases import load_cases
+from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
 from .sources.recordings import load_recordings, offline_envelopes
@@ -167,18 +169,21 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
     """
     if config.base_url:
         headers = settings.resolved_headers(os.environ)
-        outcome = (fetch or _fetch_live)(cases, config, headers)
+        outcome = (fetch or partial(_fetch_live, settings=settings))(cases, config, headers)
         return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades)
     replay = load_recordings(config.replay, suite_ids) if config.replay else None
     return _Gathered(offline_envelopes(cases, replay), replayed=sum(c.id in replay for c in cases) if replay else 0)
 
 
-def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str]) -> LiveOutcome:
-    """The live client, given plain client settings (it never sees a RunConfig)."""
+def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig) -> LiveOutcome:
+    """The live client, given plain client settings (it never sees a RunConfig); ``settings`` name the llm-rubric judges."""
     from .transport.http import ClientSettings
+    from .transport.judges import judge_settings
     from .transport.live import fetch_envelopes
 
-    settings = ClientSettings(
+    judges = judge_settings(cases, settings.endpoints, os.environ, config.timeout_s, settings.path.as_posix() if settings.path else "envelope-ci.yaml")
+
+    client = ClientSettings(
         base_url=config.base_url or "",
         model=config.model or "",
         api_key=config.api_key,
@@ -187,14 +192,15 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
         stream=config.stream,
         case_timeout_s=config.timeout_s,
     )
-    return fetch_envelopes(cases, settings, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
-                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s)
+    return fetch_envelopes(cases, client, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
+                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, judges=judges)
 
 
 def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> RunResult:
     excluded = _excluded(config)
     cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
+    settings = replace(settings, endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
     pins = read_pins(config.pins_path)
     if config.write_pins:  # refused before a single call when the reason is known already
         early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
@@ -341,6 +347,6 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
         recordings = Staleness(whole.shape.stale, whole.shape.unverified)
         notes = _notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, recordings)
-        report = build_report(analysis, whole.run, notes, whole.base)
+        report = build_report(analysis, whole.run, notes, whole.base, rows=whole.rows)
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats))
 

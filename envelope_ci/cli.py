@@ -15,7 +15,9 @@ from .config import RunConfig
 from .errors import UsageError, one_line
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
 from .shard import SHARD_HELP, ShardSpec, parse_shard
+from .sources.endpoints import parse_override
 from .sources.select import FILTER_HELP
+from .transport.interrupts import STOP, Interrupts
 
 if TYPE_CHECKING:
     from .api import RunResult
@@ -127,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--max-rate-limit-wait", type=float, default=600.0,
                       help="total seconds the run may wait on rate limits (429); such waits do not use up attempts (default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
+    live.add_argument("--endpoint", dest="endpoint_urls", action="append", default=[], type=_endpoint_arg, metavar="NAME=URL",
+                      help="base URL of an endpoint named in envelope-ci.yaml (an llm-rubric judge), for this run (repeatable)")
     run.add_argument("--replay", type=Path, help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
                      "cases it lacks fall back to their own recordings, and the report says how many came from each")
     lanes = run.add_argument_group("lanes and pins")
@@ -178,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _endpoint_arg(text: str) -> tuple[str, str]:
+    try:
+        return parse_override(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _shard_arg(text: str) -> ShardSpec:
     try:
         return parse_shard(text)
@@ -214,6 +225,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         formats=tuple(args.formats),
         filters=tuple(args.filters),
         shard=args.shard,
+        endpoint_urls=tuple(args.endpoint_urls),
     )
 
 
@@ -301,7 +313,17 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the exit code."""
+    """Entry point of the console script; returns the exit code.
+
+    The signal handlers go in first, before argument parsing and the heavy imports: a SIGTERM
+    then (a cancelled CI job) stops the run politely, with reports, instead of killing it.
+    """
+    STOP.clear()  # one process may run several commands (tests, the Action)
+    with Interrupts(STOP):
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

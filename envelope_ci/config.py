@@ -37,6 +37,7 @@ class RunConfig:
     formats: tuple[str, ...] = ()  # report formats written besides report.json, report.md and junit.xml
     filters: tuple[str, ...] = ()  # --filter: grade only the cases any of these select (a partial run)
     shard: ShardSpec | None = None  # --shard I/N: grade one part of the suite; envelope-ci merge judges the whole
+    endpoint_urls: tuple[tuple[str, str], ...] = ()  # --endpoint NAME=URL: a named endpoint's (a judge's) base URL for this run
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

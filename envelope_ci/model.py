@@ -199,6 +199,7 @@ class Envelope:
     stream_complete: bool | None = None
     notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
     request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
+    judgements: Mapping[str, Envelope] = field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ class Grade:
     elapsed_ms: float | None
     ttft_ms: float | None
     attempts: int
+    judge: str | None = None  # the judges that graded it, "<model id>@<temperature>": part of the case's fingerprint
 
 
 @dataclass(frozen=True)
@@ -261,27 +263,32 @@ class Fingerprint:
     model_id: str | None
     temperature: float
     grader_version: str = GRADER_VERSION
+    # An llm-rubric case's judge(s), "<model id>@<temperature>": another judge is another experiment. Left out of
+    # report.json while None, so reports of suites without a judge keep their bytes.
+    judge: str | None = field(default=None, metadata={"omit_none": True})
 
     def comparable_key(self) -> tuple[Any, ...]:
         """Everything but the lane: the lane decides who may write pins, not comparability."""
-        return (self.endpoint_class, self.model_id, float(self.temperature), self.grader_version)
+        return (self.endpoint_class, self.model_id, float(self.temperature), self.grader_version, self.judge)
 
     def differences(self, pinned: Fingerprint | None) -> str:
         """What makes this fingerprint another experiment than ``pinned``, in words."""
         if pinned is None:
             return "the pin has no fingerprint"
-        names = ("endpoint class", "model id", "temperature", "grader version")
+        names = ("endpoint class", "model id", "temperature", "grader version", "judge")
         diffs = [f"{n} {theirs} → {mine}" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
         return ", ".join(diffs) or "same experiment"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        """Plain data; ``judge`` only when set, so suites without a judge keep their pins and reports byte for byte."""
+        out = {
             "lane": self.lane,
             "endpoint_class": self.endpoint_class,
             "model_id": self.model_id,
             "temperature": self.temperature,
             "grader_version": self.grader_version,
         }
+        return out | {"judge": self.judge} if self.judge is not None else out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
@@ -291,6 +298,7 @@ class Fingerprint:
             model_id=data.get("model_id"),
             temperature=float(data.get("temperature", 0.0)),
             grader_version=str(data.get("grader_version", "")),
+            judge=data.get("judge"),
         )
 
 

@@ -16,9 +16,15 @@ from typing import Any
 from . import atomic
 from .errors import Problem, UsageError
 from .model import CONFIG_NAMES, Thresholds
+from .sources.cases import load_cases
+from .sources.requests import request_record
 from .sources.settings import CONFIG_SCHEMA
 
 WORKFLOW = Path(".github/workflows/envelope-ci.yml")
+# The model the scaffold's recorded answers stand for (asked for, as --model would be).
+MODEL = "gpt-4o-mini"
+# A case's id line, in any of the scaffold's file shapes (one case, a list, the cases of a defaults file).
+_ID = re.compile(r"^\s*(?:- )?id: (\S+)\s*$")
 DOCS = "https://github.com/envelope-ci/envelope-ci/blob/main/docs"
 
 # What each setting does, in one line; the type, range and default come from the schema and Thresholds.
@@ -221,6 +227,7 @@ class Scaffold:
 
     files: dict[Path, str]
     next_commands: tuple[tuple[str, str], ...]
+    directory: Path
 
 
 def plan(directory: Path, workflow: bool, root: Path) -> Scaffold:
@@ -247,7 +254,7 @@ def plan(directory: Path, workflow: bool, root: Path) -> Scaffold:
         (f"envelope-ci run {quoted}", "grade the recorded answers offline: no key, no network"),
         (f"envelope-ci run {quoted} --lane adjudication --write-pins", "write the pins every pull request is judged against"),
         (f"git add {' '.join(map(shlex.quote, added))} && git commit -m 'Add envelope-ci evals and pins'", "commit them"),
-    ))
+    ), directory)
 
 
 def write(scaffold: Scaffold) -> None:
@@ -258,3 +265,23 @@ def write(scaffold: Scaffold) -> None:
                                   "or init another directory") for path in taken])
     for path, text in scaffold.files.items():
         atomic.write_text(path, text)
+    _record_requests(scaffold.directory)
+
+
+def _record_requests(directory: Path) -> None:
+    """Give each written recording the request record ``--record`` would have, as ``request:`` under ``recorded:``.
+
+    The scaffold's answers stand for a recorded run: without the record an offline run could
+    not tell they answer today's prompts (it would say so in a note on the very first run).
+    """
+    cases = {c.id: c for c in load_cases(directory, set())}
+    for path in sorted(directory.glob("*.yaml")):
+        lines, out, current = path.read_text("utf-8").split("\n"), [], None
+        for i, line in enumerate(lines):
+            out.append(line)
+            found = _ID.match(line)
+            current = found.group(1) if found else current
+            if line.strip() == "recorded:" and current in cases and i + 1 < len(lines):
+                indent = len(lines[i + 1]) - len(lines[i + 1].lstrip())
+                out.append(" " * indent + "request: " + json.dumps(request_record(cases[current], MODEL, 0.0)))
+        atomic.write_text(path, "\n".join(out))

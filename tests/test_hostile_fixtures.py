@@ -129,6 +129,8 @@ HOSTILE = {
     "schema-ref-mutual-loop": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema:\n    $defs: {a: {$ref: '#/$defs/b'}, b: {allOf: [{$ref: '#/$defs/a'}]}}\n"
                                           "    $ref: '#/$defs/a'\n"}, "c.yaml:4", "loop"),
     "schema-ref-nowhere": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$ref: '#/$defs/gone'}\n"}, "c.yaml:4", "not inside this schema"),
+    "schema-$schema-not-text": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$schema: true}\n"}, "c.yaml:4", "not of type 'string'"),
+    "schema-$id-not-a-uri": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$id: 'http://[::1'}\n"}, "c.yaml:4", "not a URI"),
     "config-control-byte": ({"c.yaml": OK, "envelope-ci.yaml": "size_slack: 2\nthin_below: \x01\n"}, "envelope-ci.yaml:2", "U+0001"),
     "config-deep": ({"c.yaml": OK, "envelope-ci.yaml": f"headers: {nested(2000)}\n"}, "envelope-ci.yaml:1", "deeper"),
     "config-infinity": ({"c.yaml": OK, "envelope-ci.yaml": "size_slack: .inf\n"}, "envelope-ci.yaml:1", "not a JSON number"),
@@ -158,7 +160,7 @@ def test_item_12_pins_with_nan_or_infinity_are_located_bad_input(tmp_path, value
     '{"id": "a", "recorded": {"http_status": 200, "body": {"x": ' + nested(1000) + "}}}",
     '{"id": "a", "recorded": {"http_status": 200, "elapsed_ms": 1' + "0" * 5000 + ', "body": {}}}',
     '{"id": "a", "recorded": {"http_status": 200, "elapsed_ms": 1e999, "body": {}}}',
-])
+], ids=["deep", "huge-integer", "overflowing-float"])
 def test_item_12_hostile_recordings_are_located_bad_input(tmp_path, line):
     replay = tmp_path / "r.jsonl"
     replay.write_text('{"id": "a", "recorded": {"http_status": 200, "body": {}}}\n' + line + "\n", "utf-8")

@@ -78,7 +78,8 @@ def test_editing_the_prompt_file_fails_fixtures_changed_naming_it(repo):
     with open("evals/prompts/support.md", "a", encoding="utf-8") as fh:
         fh.write("Always apologise.\n")
     result, report = run_report(Path("evals"), repo / "out")
-    assert result.code == 1 and report["alerts"] == ["fixtures_changed"]
+    # The scaffold's recordings answered the old prompt: stale as well, until re-recorded.
+    assert result.code == 1 and report["alerts"] == ["fixtures_changed", "stale_recording"]
     assert report["fixtures"]["files_changed"] == ["prompts/support.md"]
     assert report["fixtures"]["modified"] == ["greeting", "lookup-order-tool", "refund-window"]
 

@@ -1,8 +1,9 @@
 """Issue 11, item 18: properties over arbitrary input, checked with hypothesis (derandomized, so CI is deterministic).
 
 The grader labels any body and status; the fixture loader answers any bytes with a case list or a
-UsageError; SSE framing and the stream assembler take any bytes; escaped cell and inline text never
-breaks a table, opens a fence, a mention or raw HTML as GitHub's parser reads it.
+UsageError, and any JSON Schema in a case with a load-time problem or a check that never raises; SSE
+framing and the stream assembler take any bytes; escaped cell and inline text never breaks a table,
+opens a fence, a mention or raw HTML as GitHub's parser reads it.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from markdown_checks import fences_are_ours, gfm
 from envelope_ci.errors import UsageError
 from envelope_ci.formats.escape import cell, inline
 from envelope_ci.formats.markdown import table
+from envelope_ci.grading.assertions.is_json import compile_schema, schema_problem
 from envelope_ci.grading.grade import grade
 from envelope_ci.model import Envelope, Label
 from envelope_ci.providers.openai_chat import OPENAI_CHAT, error_payload, read_reply
@@ -32,8 +34,8 @@ pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def bounded(examples: int) -> settings:
-    """A few seconds per property, the same examples on every run."""
-    return settings(max_examples=examples, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    """A few seconds per property, the same examples on every run, and no example database left in the tree."""
+    return settings(max_examples=examples, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # -- strategies -------------------------------------------------------------------------------------
@@ -150,6 +152,25 @@ def test_item_18_the_loader_answers_any_json_bytes(data):
 @given(lines=st.lists(documents(JSON_PIECES), max_size=3))
 def test_item_18_the_loader_answers_any_jsonl_bytes(lines):
     load("c.jsonl", b"\n".join(data.replace(b"\n", b" ") for data in lines))
+
+
+# The keywords and references that broke schema loading before: a $schema or $id that is not a URI, remote refs, loops.
+SCHEMA_KEYS = st.sampled_from(["$ref", "$id", "id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef", "$defs", "definitions", "allOf",
+                               "anyOf", "oneOf", "not", "if", "then", "else", "items", "properties", "$schema", "type", "dependentSchemas", "enum"])
+SCHEMA_LEAVES = st.one_of(st.booleans(), st.integers(), st.sampled_from([
+    "#", "#/$defs/a", "#/definitions/a", "#a", "a.json", "http://127.0.0.1:9/x", "https://json-schema.org/draft/2020-12/schema", "#/items", "urn:x",
+    "", "http://[::1", "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#", "object", "string"]))
+SCHEMA_VALUES = st.recursive(
+    st.booleans() | st.dictionaries(SCHEMA_KEYS, SCHEMA_LEAVES, max_size=3),
+    lambda inner: st.dictionaries(SCHEMA_KEYS, inner | SCHEMA_LEAVES | st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("ab"), inner, max_size=2), max_size=4),
+    max_leaves=12)
+
+
+@bounded(300)
+@given(schema=SCHEMA_VALUES, answer=JSON)
+def test_item_18_any_schema_is_a_load_time_problem_or_a_check_that_never_raises(schema, answer):
+    if schema_problem(schema) is None:
+        assert all(isinstance(error, str) for error in compile_schema(schema)(answer))
 
 
 # -- SSE framing and the stream assembler -----------------------------------------------------------

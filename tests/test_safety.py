@@ -145,3 +145,25 @@ def test_16_the_urllib3_floor_is_declared():
     import urllib3
 
     assert tuple(int(x) for x in urllib3.__version__.split(".")[:2]) >= (2, 6)
+
+
+# Handlers go in ~0.2 s after exec here (0.14 s of it is the interpreter starting); before, only once the live
+# phase began (after loading the fixtures), so these windows killed the run without a report.
+@pytest.mark.parametrize("delay_s", [0.5, 0.8, 1.2])
+def test_14_an_early_sigterm_still_ends_with_reports(tmp_path, delay_s):
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+    from fake_openai import serve_fixed_delay
+
+    suite = make_suite(tmp_path, [case(f"c{i}", must_include=["ok"]) for i in range(20)])
+    out = tmp_path / "out"
+    with serve_fixed_delay(300) as srv:
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS", "EVAL_API_KEY")}
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        proc = subprocess.Popen([sys.executable, "-m", "envelope_ci", "run", str(suite), "--out", str(out), "--base-url", srv.url,
+                                 "--model", "m", "--concurrency", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(delay_s)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err.decode()
+    report = json.loads((out / "report.json").read_text("utf-8"))
+    assert report["verdict"] == "inconclusive" and len(report["cases"]) == 20

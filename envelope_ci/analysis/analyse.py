@@ -45,6 +45,7 @@ class Analysis:
     fingerprint: Fingerprint
     verdict: Verdict
     blockers: tuple[str, ...]
+    stale: tuple[str, ...] = ()  # cases graded on recordings of another request: the next step re-records them
 
 
 def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
@@ -153,4 +154,5 @@ def conclude(
     if extra_blockers:  # an interrupted run judged nothing it did not finish: never a pass or a fail
         verdict = Verdict.INCONCLUSIVE
     gates = tuple(case_gate(r, alerts) for r in results)
-    return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp, verdict, tuple(blockers))
+    return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp, verdict, tuple(blockers),
+                    tuple(shape.stale))

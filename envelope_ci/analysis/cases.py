@@ -116,7 +116,8 @@ def judge_case(
     model_ids = sorted({g.model_id for g in grades if g.model_id})
     # A case may set its own temperature; what was sent is what the measurement means.
     temperature = float(case.request.get("temperature", run_fp.temperature))
-    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version)
+    judges = ",".join(sorted({g.judge for g in grades if g.judge})) or None  # an llm-rubric's judge is part of the experiment
+    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version, judges)
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from .. import atomic
 from ..errors import UsageError
 from ..model import Detail
 from ..parallel import MIN_ITEMS, run_concurrently
+from ..plugins import load_plugins
 from ..report.model import Report
 from . import builtin
 from .base import ReportFormat
@@ -23,24 +23,11 @@ BUILTIN: tuple[ReportFormat, ...] = (builtin.JSON, builtin.MARKDOWN, builtin.JUN
 ALWAYS = ("json", "markdown", "junit")
 
 
-def _plugins() -> list[ReportFormat]:
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            fmt = ep.load()
-        except Exception as exc:  # a broken plug-in is the user's setup, not our crash
-            raise UsageError(f"format plug-in {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
-        if not isinstance(fmt, ReportFormat):
-            raise UsageError(f"format plug-in {ep.name!r} ({ep.value}) is not an envelope_ci ReportFormat")
-        found.append(fmt)
-    return found
-
-
 @lru_cache(maxsize=1)
 def report_formats() -> Mapping[str, ReportFormat]:
     """Every format by name; a plug-in may not take a built-in's name or file."""
     formats: dict[str, ReportFormat] = {}
-    for fmt in (*BUILTIN, *_plugins()):
+    for fmt in (*BUILTIN, *load_plugins(ENTRY_POINT_GROUP, ReportFormat, "format")):
         clash = [f.name for f in formats.values() if f.name == fmt.name or f.filename == fmt.filename]
         if clash:
             raise UsageError(f"report format {fmt.name!r} ({fmt.filename}) clashes with {clash[0]!r}")

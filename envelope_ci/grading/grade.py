@@ -1,19 +1,22 @@
 """Envelope + case -> one Grade: the envelope's own label first, then the case's assertions. Pure.
 
 Shape assertions (``schema`` on failure) are judged before content ones (``wrong``): an
-answer that is not the JSON asked for is not checked for what it says.
+answer that is not the JSON asked for is not checked for what it says. Before content, an
+llm-rubric judge that gave no verdict makes the case undelivered: it says nothing of the model.
 """
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from ..model import Case, Envelope, Grade, Label
 from ..parallel import parallel_map
 from ..providers.base import Reply
 from .assertions.base import Answer, Failure
 from .envelope import json_payload, judge, speaks_json, spoken_text
+from .rubric import Verdict, verdicts_of
 
 # A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
 _FENCE = re.compile(r"^[ \t]*```", re.M)
@@ -21,7 +24,8 @@ _FENCE = re.compile(r"^[ \t]*```", re.M)
 
 def grade(envelope: Envelope, case: Case) -> Grade:
     """Label one envelope for one case, with what was read to get there."""
-    label, reasons, reply = _label(envelope, case)
+    verdicts = verdicts_of(envelope, case)
+    label, reasons, reply = _label(envelope, case, verdicts)
     text = envelope.completion if envelope.completion is not None else (spoken_text(reply) if reply else None)
     chars = len(text) if text is not None and not label.is_transport else None
     tokens = reply.completion_tokens if reply and not label.is_transport else None
@@ -41,10 +45,11 @@ def grade(envelope: Envelope, case: Case) -> Grade:
         elapsed_ms=envelope.elapsed_ms,
         ttft_ms=envelope.ttft_ms,
         attempts=envelope.attempts,
+        judge=",".join(sorted({v.judge for v in verdicts.values() if v.judge})) or None,
     )
 
 
-def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | None]:
+def _label(envelope: Envelope, case: Case, verdicts: Mapping[str, Verdict]) -> tuple[Label, list[str], Reply | None]:
     judged = judge(envelope)
     reasons = list(judged.reasons)
     if judged.label is not None or judged.reply is None:
@@ -53,7 +58,7 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
     if reply.tool_calls and not (reply.content and reply.content.strip()) and "tools" not in case.request:
         return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"], reply
     # Assertions read the message text only, never a tool call's name or arguments.
-    answer = Answer(reply.content or reply.refusal or "", tool_calls=reply.tool_calls)
+    answer = Answer(reply.content or reply.refusal or "", tool_calls=reply.tool_calls, verdicts=verdicts)
     if case.reads_json:
         if not speaks_json(reply):
             if case.wants_json:
@@ -61,12 +66,15 @@ def _label(envelope: Envelope, case: Case) -> tuple[Label, list[str], Reply | No
         else:
             payload = json_payload(reply)
             try:
-                answer = Answer(answer.text, json.loads(payload), True, reply.tool_calls)
+                answer = replace(answer, parsed=json.loads(payload), has_json=True)
             except json.JSONDecodeError as exc:
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
                     return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
     for failure, label in ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG)):
+        unjudged = [v.reason for v in verdicts.values() if v.passed is None]
+        if failure is Failure.WRONG and unjudged:
+            return Label.DROP, reasons + unjudged, reply
         failed = [why for e in case.expectations for why in e.failures_as(failure, answer, case)]
         if failed:
             return label, reasons + failed, reply

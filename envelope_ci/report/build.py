@@ -92,8 +92,13 @@ def build_report(
     notes: Sequence[str] = (),
     base: BaseDiff | None = None,
     pins_update: PinsUpdate | None = None,
+    rows: Sequence[CaseRow] | None = None,
 ) -> Report:
-    """The typed report. Deterministic: fixture order, no timestamps."""
+    """The typed report. Deterministic: fixture order, no timestamps.
+
+    ``rows`` are the cases' rows when they exist already (a merge of shards' reports): only
+    their gates, which depend on the whole run, are set here.
+    """
     results = analysis.results
     by_outcome = {o: tuple(r.case.id for r in results if r.outcome is o) for o in Outcome}
     # Only text that came from a server can hold lone surrogates (fixtures reject them), so
@@ -118,5 +123,6 @@ def build_report(
         base=base,
         pins_update=pins_update,
         next_steps=next_steps(analysis, run),
-        cases=tuple(case_row(r, g) for r, g in zip(results, analysis.gates, strict=True)),
+        cases=tuple(case_row(r, g) for r, g in zip(results, analysis.gates, strict=True)) if rows is None else
+        tuple(row if row.gate is g else replace(row, gate=g) for row, g in zip(rows, analysis.gates, strict=True)),
     )

@@ -2,8 +2,8 @@
 
 Each case is judged once, by the shard that graded it, and its row says all of that but the
 gate; whatever spans cases (strata, the alerts, the gate, the verdict) is left to the merge,
-which rebuilds the case results from the rows and runs the same ``analysis.conclude`` on the
-whole. What depends only on the suite and the pins (fixture changes, base-diff removals,
+which rebuilds the case results from the rows, runs the same ``analysis.conclude`` on the
+whole and builds the report with the same ``build_report``, the shards' rows reused. What depends only on the suite and the pins (fixture changes, base-diff removals,
 lowered pins) every shard computes in full, and the merge checks that they agree.
 """
 from __future__ import annotations
@@ -76,6 +76,7 @@ class Whole:
 
     run: RunInfo
     results: tuple[CaseResult, ...]
+    rows: tuple[CaseRow, ...]  # as the shards wrote them: only their gates are the whole run's
     fingerprint: Fingerprint
     fixtures: FixtureChanges
     shape: RunShape
@@ -193,6 +194,7 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
     return Whole(
         run=run,
         results=results,
+        rows=tuple(row for _, row in rows),
         fingerprint=replace(declared, model_id=",".join(model_ids) or None),
         fixtures=first.report.fixtures,
         shape=RunShape(Lane(run.lane), run.endpoint_class, run.temperature, run.mode == "live", None, dict(stale),
@@ -214,15 +216,12 @@ def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None
     return replace(first.base, diff=(*own, *first.base.diff[len(first.cases):]))
 
 
-def result_of(row: CaseRow, extra: ShardCase, declared: Fingerprint) -> CaseResult:
-    """One case's result as its shard judged it, rebuilt from its row.
+# Any repeat of a label: the whole run's analysis reads the repeats' labels only (lost repeats); the rows say the rest.
+_REPEAT = {label: Grade(label, (), None, None, None, None, None, None, False, None, None, 0) for label in Label}
 
-    The repeats keep their labels; the one the row shows carries what the row shows, so the
-    row built again from this result is the same row.
-    """
-    labels = extra.repeats
-    shown = next((i for i, label in enumerate(labels) if label is row.label), len(labels) - 1)
-    grades = tuple(_repeat(label, row if i == shown else None) for i, label in enumerate(labels))
+
+def result_of(row: CaseRow, extra: ShardCase, declared: Fingerprint) -> CaseResult:
+    """One case's result as its shard judged it, rebuilt from its row for the whole run's analysis."""
     temperature = declared.temperature if extra.temperature is None else extra.temperature
     return CaseResult(
         case=Case(row.id, row.stratum, (), row.file, row.line, ""),
@@ -230,17 +229,9 @@ def result_of(row: CaseRow, extra: ShardCase, declared: Fingerprint) -> CaseResu
         channel=row.channel,
         reasons=row.reasons,
         measure=Measure(row.chars, row.tokens, row.tokens_estimated, row.ms, row.ms_p95),
-        grades=grades,
-        fingerprint=replace(declared, model_id=row.model_id, temperature=temperature),
+        grades=tuple(_REPEAT[label] for label in extra.repeats),
+        fingerprint=Fingerprint(declared.lane, declared.endpoint_class, row.model_id, temperature, declared.grader_version),
         pin=row.pin,
         comparable=row.comparable,
         outcome=row.outcome,
     )
-
-
-def _repeat(label: Label, row: CaseRow | None) -> Grade:
-    """A repeat's grade: its label, and what the row shows when it is the repeat shown."""
-    if row is None:
-        return Grade(label, (), None, None, None, None, None, None, False, None, None, 0)
-    return Grade(label, (), row.preview, row.finish_reason, row.model_id, row.http_status, row.chars, row.tokens,
-                 row.tokens_estimated, row.ms, row.ttft_ms, row.attempts)

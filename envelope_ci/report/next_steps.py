@@ -18,8 +18,6 @@ _SUITE_ALERTS = {
     "stretch_too_easy": "the stretch stratum has become easy: add harder stretch cases (or raise stretch_high in envelope-ci.yaml)",
     "ceiling": "every stratum is at its ceiling, so the suite can no longer fail: replace stretch cases with harder ones",
     "thin_stratum": "a stratum has too few cases to tell luck from coverage: add cases to it (thin_below in envelope-ci.yaml)",
-    "stale_recording": "recorded answers were made for another request than the cases send now (a prompt, a variable, a tool or "
-                       "a parameter changed): re-record them on a live run with --record, then envelope-ci import the file",
     "unverified_recording": "some recordings do not say what request they answered: re-record them (run --record, then import)",
     "baseline_lowered": "this PR's pins lower the baseline of cases the base branch had right and stable: restore those pins, "
                         "or have a code owner approve the lowered baseline and set baseline_lowered: warn",
@@ -62,6 +60,14 @@ def rerun_command(run: RunInfo) -> str:
     return _command(_run_words(run) + ["--lane", run.lane], run)
 
 
+def rerecord_command(run: RunInfo, case_ids: Sequence[str]) -> str:
+    """Record these cases afresh against the endpoint, then make the recordings the fixtures' answers."""
+    selected = " ".join(f"--filter {shlex.quote(cid)}" for cid in case_ids[:_LISTED * 4])
+    fixtures = shlex.quote(run.fixtures_dir)
+    return (f'envelope-ci run {fixtures} --base-url "$EVAL_BASE_URL" --model {shlex.quote(str(run.model_requested or "MODEL"))} '
+            f"{selected} --record rerecorded.jsonl --out envelope-ci-out; envelope-ci import rerecorded.jsonl --into {fixtures}")
+
+
 def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
     """The next steps for this run, most pressing first; none for a pass."""
     if analysis.verdict is Verdict.PASS:
@@ -82,6 +88,9 @@ def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
     if floors and not regressions:
         steps.append(NextStep("a stratum is below its floor (" + "; ".join(a.message for a in floors) + "): fix the failing cases, "
                               "or move cases that are harder than their stratum", None))
+    if analysis.stale:
+        steps.append(NextStep(f"{len(analysis.stale)} case(s) are graded on answers recorded for another request than they send now "
+                              f"({_ids(list(analysis.stale))}): re-record them on a live run, then import the recordings", rerecord_command(run, analysis.stale)))
     steps += [NextStep(why, None) for code, why in _SUITE_ALERTS.items() if code in codes]
     steps += _inconclusive_steps(analysis, run)
     return tuple(steps)

@@ -146,7 +146,9 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
         kind_negated = lookup(item["type"]) if isinstance(item, dict) and isinstance(item.get("type"), str) else None
         if kind_negated is None:  # the schema has reported it already
             continue
-        found.append((f"assert.{index}.value", Expectation(kind_negated[0], item.get("value"), kind_negated[1])))
+        kind = kind_negated[0]
+        value = {"value": item.get("value"), **{k: item.get(k) for k in kind.entry_keys}} if kind.entry_keys else item.get("value")
+        found.append((f"assert.{index}.value", Expectation(kind, value, kind_negated[1])))
     return found
 
 

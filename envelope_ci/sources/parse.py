@@ -314,7 +314,7 @@ def with_defaults(raws: list[RawCase], defaults: dict[str, Any], lines: Mapping[
 
 def _reader_problem(text: str, shown: str, exc: yaml.reader.ReaderError) -> Problem:
     """A character YAML does not allow (a raw control byte, say), on its line."""
-    code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+    code = exc.character  # a code point: the reader was given text
     return Problem(shown, text.count("\n", 0, exc.position) + 1, None,
                    f"malformed YAML: character U+{code:04X} is not allowed in YAML (write it as \\u{code:04x} in a double-quoted string)")
 
@@ -377,7 +377,8 @@ _ID = re.compile(r'"id"\s*:\s*(' + _STRING + ")")
 def _id_lines(text: str) -> dict[str, deque[int]]:
     """Every line an ``"id": "..."`` is written on, by id, in file order: one pass (json keeps no positions).
 
-    A JSON string cannot hold an unescaped ``"id"``, so each match is a real key.
+    Inside a string a quote is escaped, so a match is a key named ``id`` (or, at worst, a key
+    ending in ``\\"id``: a wrong line, never a wrong case).
     """
     found: dict[str, deque[int]] = {}
     line, at = 1, 0

@@ -26,6 +26,7 @@ _FINGERPRINT_SCHEMA = {
         "model_id": {"type": ["string", "null"]},
         "temperature": {"type": "number"},
         "grader_version": {"type": "string"},
+        "judge": {"type": "string"},
     },
 }
 # The shape the code reads: a hand-edited or merged pins file fails here, not deep in a comparison.

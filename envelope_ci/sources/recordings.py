@@ -36,6 +36,7 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         stream_complete=data.get("stream_complete"),
         notes=tuple(data.get("notes") or ()),
         request=data.get("request") if isinstance(data.get("request"), dict) else None,
+        judgements={rubric: envelope_from_raw(j) for rubric, j in (data.get("judgements") or {}).items()},
     )
 
 
@@ -88,7 +89,7 @@ def _plainly_valid(env: Any) -> bool:
         return False
     if "notes" in env and not (type(env["notes"]) is list and all(type(n) is str for n in env["notes"])):
         return False
-    return "request" not in env or type(env["request"]) is dict
+    return ("request" not in env or type(env["request"]) is dict) and ("judgements" not in env or type(env["judgements"]) is dict)
 
 
 def envelope_problem(recorded: Any) -> tuple[str, str] | None:
@@ -98,12 +99,22 @@ def envelope_problem(recorded: Any) -> tuple[str, str] | None:
         return "recorded", "a list of repeats needs at least one envelope"
     validator = _envelope_validator()
     for index, env in enumerate(items):
-        if _plainly_valid(env):
-            continue
-        errors = list(validator.iter_errors(env))
+        prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
+        errors = [] if _plainly_valid(env) else list(validator.iter_errors(env))
         if errors:
-            prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
             return _envelope_error(prefix, env, errors)
+        found = _judgement_problem(prefix, env)
+        if found:
+            return found
+    return None
+
+
+def _judgement_problem(prefix: str, env: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first problem with the judge envelopes an envelope carries: each is an envelope like any other."""
+    for rubric, judged in (env.get("judgements") or {}).items():
+        found = envelope_problem(judged)
+        if found is not None:
+            return f"{prefix}.judgements[{rubric[:40]!r}]{found[0].removeprefix('recorded')}", found[1]
     return None
 
 
@@ -160,6 +171,8 @@ def envelope_to_raw(env: Envelope) -> dict[str, Any]:
         out["notes"] = list(env.notes)
     if env.request is not None:
         out["request"] = dict(env.request)
+    if env.judgements:
+        out["judgements"] = {rubric: envelope_to_raw(j) for rubric, j in env.judgements.items()}
     return out
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import jsonschema
 from ..errors import Problem, UsageError
 from ..model import CONFIG_NAMES, Thresholds
 from .cases import not_json, unknown_key_problems
+from .endpoints import ENDPOINTS_SCHEMA, Endpoint, endpoints_from
 from .files import read_text
 from .parse import RawCase, parse_yaml_document
 
@@ -35,6 +36,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "baseline_lowered": {"enum": ["warn", "fail"]},
         "recordings": {"enum": ["lenient", "strict"]},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "endpoints": ENDPOINTS_SCHEMA,
     },
 }
 
@@ -47,6 +49,7 @@ class FileConfig:
     headers: dict[str, str]  # as written: ``${NAME}`` is resolved only for a live run
     path: Path | None
     headers_line: int | None = None
+    endpoints: Mapping[str, Endpoint] = field(default_factory=dict)  # named endpoints: the llm-rubric judges
 
     def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The extra request headers with ``${NAME}`` taken from the environment (secrets stay out of files).
@@ -114,4 +117,4 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
     data = raw.data
     known = {f.name for f in fields(Thresholds)}
     thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
-    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"))
+    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"), endpoints_from(data.get("endpoints", {})))

@@ -6,6 +6,10 @@ import sys
 import threading
 from typing import Any
 
+# The process's one stop flag: the command line installs the handlers on it before any heavy
+# import, so a SIGTERM in the first second (a cancelled CI job) still ends with reports.
+STOP = threading.Event()
+
 
 class Interrupts:
     """First Ctrl-C/SIGTERM: stop scheduling and finish politely. Second Ctrl-C: leave now (130).

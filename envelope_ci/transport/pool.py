@@ -5,12 +5,14 @@ import math
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..grading.envelope import judge, spoken_text
 from ..grading.grade import grade
+from ..grading.rubric import judge_request, rubrics
 from ..model import Case, Envelope, Grade, RetryPolicy
 from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
@@ -81,17 +83,19 @@ def run_live(
     grace_s: float = 5.0,
     seed: int | None = None,
     max_run_s: float | None = None,
+    judges: Mapping[str, ClientSettings] | None = None,
 ) -> LiveOutcome:
     """Every (case, repeat) through a bounded worker pool, so a slow endpoint is called in parallel but never flooded.
 
     ``stop`` ends scheduling, and so does ``max_run_s`` (--max-run-time) passing; calls in flight then
     get ``grace_s`` to finish, and are cut after it. ``seed`` makes the backoff jitter reproducible.
     A grader that raised is raised again once the run is over, as when grading came after it.
+    ``judges`` are the llm-rubric endpoints by name: each answer is judged before it is graded and recorded.
     """
     writer = RecordingWriter(record) if record else None
     watchdog = Watchdog()
     try:
-        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog)
+        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog, judges or {})
         threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
                    for i in range(min(concurrency, len(pool.jobs)) or 1)]
         for t in threads:
@@ -130,10 +134,11 @@ class _Pool:
     """What the workers share: the job queue, the retry budget and pause, the watchdog, and the grades so far."""
 
     def __init__(self, cases: Sequence[Case], settings: ClientSettings, provider: Provider, policy: RetryPolicy,
-                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog) -> None:
+                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog,
+                 judges: Mapping[str, ClientSettings]) -> None:
         self.cases, self.settings, self.provider, self.policy = cases, settings, provider, policy
-        self.stop, self.progress, self.writer, self.watchdog = stop, progress, writer, watchdog
-        self.secrets = Secrets([settings.api_key, *settings.extra_headers.values(), *endpoint_secrets(settings.base_url)])
+        self.stop, self.progress, self.writer, self.watchdog, self.judges = stop, progress, writer, watchdog, judges
+        self.secrets = Secrets([s for c in (settings, *judges.values()) for s in (c.api_key, *c.extra_headers.values(), *endpoint_secrets(c.base_url))])
         self.jobs: list[Job] = [(i, r) for r in range(repeats) for i in range(len(cases))]
         self._next_job = iter(self.jobs)
         self._job_lock = threading.Lock()
@@ -148,6 +153,7 @@ class _Pool:
     def work(self, index: int, seed: int | None) -> None:
         """One worker: its own connection pool, taking jobs until none are left or the run stops."""
         client = Client(self.provider, self.settings, self.secrets, self.watchdog)
+        judges = {name: Client(self.provider, s, self.secrets, self.watchdog) for name, s in self.judges.items()}
         rng = random.Random(None if seed is None else seed + index)
         try:
             while not self.stop.is_set() and not self.throttle.spent:  # spent: the server will not have us
@@ -156,9 +162,10 @@ class _Pool:
                     return
                 case = self.cases[job[0]]
                 env, log = self._call(client, case, rng)
-                self._finish(job, case, env, log)
+                self._finish(job, case, self._judged(judges, case, env, rng), log)
         finally:
-            client.close()
+            for c in (client, *judges.values()):
+                c.close()
 
     def _take(self) -> Job | None:
         with self._job_lock:
@@ -170,6 +177,24 @@ class _Pool:
         except Exception as exc:  # a bug of ours must cost one case, not a worker's whole queue
             detail = self.secrets.mask(f"{type(exc).__name__}: {exc}")[:300]
             return Envelope(error=f"envelope-ci internal error: {detail}"), [{"attempt": 1, "label": "drop", "error": detail}]
+
+    def _judged(self, judges: Mapping[str, Client], case: Case, env: Envelope, rng: random.Random) -> Envelope:
+        """The envelope with each llm-rubric's judge envelope attached (same retries and budget), so it is graded and recorded with them.
+
+        An answer the envelope alone labels (a drop, a cut) is not sent to the judge: there is nothing to judge.
+        """
+        asked = rubrics(case)
+        judged = judge(env) if asked else None
+        if judged is None or judged.label is not None or judged.reply is None:
+            return env
+        answer = spoken_text(judged.reply)
+        found: dict[str, Envelope] = {}
+        for rubric in asked:
+            client = judges[rubric.endpoint]
+            request = judge_request(case, rubric, answer)
+            verdict, _ = self._call(client, request, rng)
+            found[rubric.text] = replace(verdict, request=request_record(request, client.settings.model, client.settings.temperature))
+        return replace(env, judgements=found)
 
     def _finish(self, job: Job, case: Case, env: Envelope, log: list[dict[str, Any]]) -> None:
         """Record the envelope, then keep only its grade: the body goes with the envelope."""

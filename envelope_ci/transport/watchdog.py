@@ -114,28 +114,26 @@ def _attach(sock: Any) -> None:
         alarm.attach(sock)
 
 
-class _WatchedHTTPConnection(HTTPConnection):
-    """Hands its socket to the attempt's alarm: once connected, and again for each request on a kept-alive connection."""
+class _Watched:
+    """Hands the connection's socket to the attempt's alarm: once connected, and again for each request on a kept-alive connection."""
+
+    sock: Any
 
     def connect(self) -> None:
-        super().connect()
+        super().connect()  # type: ignore[misc]
         _attach(self.sock)
 
     def putrequest(self, method: str, url: str, skip_host: bool = False, skip_accept_encoding: bool = False) -> None:
         _attach(self.sock)
-        super().putrequest(method, url, skip_host, skip_accept_encoding)
+        super().putrequest(method, url, skip_host, skip_accept_encoding)  # type: ignore[misc]
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    """A plain connection the watchdog can cut."""
+
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
     """As ``_WatchedHTTPConnection``; the TLS handshake itself is bounded by the connect timeout."""
-
-    def connect(self) -> None:
-        super().connect()
-        _attach(self.sock)
-
-    def putrequest(self, method: str, url: str, skip_host: bool = False, skip_accept_encoding: bool = False) -> None:
-        _attach(self.sock)
-        super().putrequest(method, url, skip_host, skip_accept_encoding)
 
 
 class _WatchedHTTPPool(urllib3.HTTPConnectionPool):

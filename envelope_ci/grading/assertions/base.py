@@ -8,10 +8,13 @@ fragments, so a typo in a value fails at load time with its file and line.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..rubric import Verdict
 
 
 class Failure(str, Enum):
@@ -30,6 +33,7 @@ class Answer:
     parsed: Any = None
     has_json: bool = False
     tool_calls: tuple[Mapping[str, Any], ...] = ()  # as the provider parsed them: {"type", "function": {"name", "arguments"}}
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)  # llm-rubric text -> what its judge said (grading.rubric)
 
 
 # check(answer, value, case) -> reasons; an empty list means the assertion holds.
@@ -53,6 +57,9 @@ class AssertionType:
     ``not-`` form (``must_not_include`` is ``not-icontains-any``). ``check_shape`` lets a
     content assertion say the answer is unusable rather than wrong (``tool-call``: arguments
     that are not JSON): its reasons are labelled ``schema``, in either form, before content.
+    ``entry_keys`` are keys its ``assert`` entry takes besides ``value`` (llm-rubric's
+    ``endpoint``), each required, with its schema: ``value_problem`` and ``prepare`` then
+    receive ``{"value": ..., KEY: ...}``.
     """
 
     name: str
@@ -69,6 +76,7 @@ class AssertionType:
     value_problem: Callable[[Any], tuple[str, str] | None] | None = None
     references: Callable[[Any], Sequence[str]] | None = None
     check_shape: Check | None = None
+    entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,23 @@ _REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 TOO_DEEP = "(root): the answer nests too deep to check against this schema"
 
 
+def _validator_class(schema: Any) -> Any:
+    """The draft ``$schema`` names, else 2020-12 (whose metaschema then says a ``$schema`` that is not text is wrong).
+
+    jsonschema's own lookup raises on a ``$schema`` that is not text or not a URI ("http://[::1"):
+    like one it does not know, such a schema is read as 2020-12.
+    """
+    named = isinstance(schema, dict) and isinstance(schema.get("$schema"), str)
+    try:
+        return jsonschema.validators.validator_for(schema if named else {}, default=jsonschema.Draft202012Validator)
+    except ValueError:
+        return jsonschema.Draft202012Validator
+
+
 @lru_cache(maxsize=4096)
 def _compiled(schema_json: str) -> SchemaCheck:
     schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls = _validator_class(schema)
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_OFFLINE)
 
     def check(instance: Any) -> list[str]:
@@ -86,6 +99,17 @@ def _has_cycle(edges: Mapping[int, list[int]]) -> bool:
 
 def _reference_problem(schema: dict[str, Any]) -> str | None:
     """Why the schema's references cannot be followed offline, and to an end: one points outside it, or they loop."""
+    try:
+        edges = _reference_graph(schema)
+    except Unresolvable as exc:
+        return f"$ref {exc.ref!r} is not inside this schema, and envelope-ci never fetches one (copy what it names under $defs)"
+    except ValueError as exc:  # urllib's word on a $id or $ref that is not a URI ("http://[::1")
+        return f"a $id or $ref is not a URI reference ({exc})"
+    return "its $refs loop back to where they start without reading deeper into the answer: checking it would never end" if _has_cycle(edges) else None
+
+
+def _reference_graph(schema: dict[str, Any]) -> dict[int, list[int]]:
+    """Each subschema (by id) and those applied to the same value: in place, or where its refs resolve, offline."""
     spec = referencing.jsonschema.specification_with(str(schema.get("$schema", "")), default=referencing.jsonschema.DRAFT202012)
     root = spec.create_resource(schema)
     uri = root.id() or ""
@@ -97,25 +121,18 @@ def _reference_problem(schema: dict[str, Any]) -> str | None:
         resolver = resolver.in_subresource(resource)
         contents = resource.contents
         if isinstance(contents, dict):
-            targets = list(_in_place(contents))
-            for keyword in _REFS:
-                ref = contents.get(keyword)
-                if not isinstance(ref, str):
-                    continue
-                try:
-                    targets.append(resolver.lookup(ref).contents)
-                except Unresolvable:
-                    return f"{keyword} {ref!r} is not inside this schema, and envelope-ci never fetches one (copy what it names under $defs)"
+            refs = [contents[k] for k in _REFS if isinstance(contents.get(k), str)]
+            targets = [*_in_place(contents), *(resolver.lookup(ref).contents for ref in refs)]
             edges[id(contents)] = [id(t) for t in targets if isinstance(t, dict)]
         stack += [(sub, resolver) for sub in resource.subresources()]
-    return "its $refs loop back to where they start without reading deeper into the answer: checking it would never end" if _has_cycle(edges) else None
+    return edges
 
 
 @lru_cache(maxsize=1024)
 def _schema_problem(schema_json: str) -> tuple[str, str] | None:
     schema = json.loads(schema_json)
     try:
-        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        _validator_class(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return ".".join(str(p) for p in exc.absolute_path), f"invalid JSON Schema: {exc.message}"
     found = _reference_problem(schema) if isinstance(schema, dict) else None

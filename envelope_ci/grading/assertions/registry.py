@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from importlib.metadata import entry_points
 from typing import Any
 
 from ...errors import UsageError
+from ...plugins import load_plugins
 from . import contains, contains_all, contains_any, equals, icontains, icontains_all, icontains_any, is_json, json_path, json_subset, max_chars, python_grader, regex, starts_with, tool_call
 from .base import AssertionType
+from .llm_rubric import ASSERTION as LLM_RUBRIC
 
 ENTRY_POINT_GROUP = "envelope_ci.assertions"
 NEGATION_PREFIX = "not-"
@@ -35,27 +36,15 @@ BUILTIN: tuple[AssertionType, ...] = (
     json_path.ASSERTION,
     python_grader.ASSERTION,
     tool_call.ASSERTION,
+    LLM_RUBRIC,
 )
-
-
-def _plugins() -> list[AssertionType]:
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            kind = ep.load()
-        except Exception as exc:  # a broken plug-in is the user's setup, not our crash
-            raise UsageError(f"assertion plug-in {ep.name!r} ({ep.value}) failed to load: {type(exc).__name__}: {exc}") from None
-        if not isinstance(kind, AssertionType):
-            raise UsageError(f"assertion plug-in {ep.name!r} ({ep.value}) is not an envelope_ci AssertionType")
-        found.append(kind)
-    return found
 
 
 @lru_cache(maxsize=1)
 def assertion_types() -> Mapping[str, AssertionType]:
     """Every assertion type by name; a plug-in may not shadow a built-in or another plug-in."""
     types: dict[str, AssertionType] = {}
-    for kind in (*BUILTIN, *_plugins()):
+    for kind in (*BUILTIN, *load_plugins(ENTRY_POINT_GROUP, AssertionType, "assertion")):
         if kind.name in types or kind.name.startswith(NEGATION_PREFIX):
             raise UsageError(f"assertion type {kind.name!r} is defined twice or starts with {NEGATION_PREFIX!r}")
         types[kind.name] = kind
@@ -102,13 +91,17 @@ def schema_fragments() -> dict[str, Any]:
         what = f"Shorthand for {{type: {NEGATION_PREFIX if negated else ''}{kind.name}}}"
         props[key] = {**kind.value_schema, "description": f"{what}: {kind.description}"}
     branches = []
+    entry_keys = {k: v for kind in assertion_types().values() for k, v in kind.entry_keys.items()}
     for name in type_names():
         found = lookup(name)
         assert found is not None  # type_names lists only names lookup knows
         kind = found[0]
-        then: dict[str, Any] = {"properties": {"value": kind.value_schema}}
-        if not kind.value_optional:
-            then["required"] = ["value"]
+        # An entry key of another type is refused, not ignored (``endpoint`` on a ``contains``).
+        then: dict[str, Any] = {"properties": {"value": kind.value_schema, **{k: False for k in entry_keys if k not in kind.entry_keys},
+                                               **kind.entry_keys}}
+        required = ([] if kind.value_optional else ["value"]) + list(kind.entry_keys)
+        if required:
+            then["required"] = required
         branches.append({"if": {"properties": {"type": {"const": name}}}, "then": then})
     props["assert"] = {
         "type": "array",
@@ -117,7 +110,7 @@ def schema_fragments() -> dict[str, Any]:
             "type": "object",
             "required": ["type"],
             "additionalProperties": False,
-            "properties": {"type": {"enum": type_names()}, "value": {}, "description": {"type": "string"}},
+            "properties": {"type": {"enum": type_names()}, "value": {}, "description": {"type": "string"}, **entry_keys},
             "allOf": branches,
         },
     }

@@ -43,24 +43,27 @@ from offline_bench import generate  # noqa: E402
 from envelope_ci.shard import shard_numbers  # noqa: E402
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
-# api.merge in a child of its own, timed inside (what the merge costs without the interpreter's start), then
-# its two big parts again on their own: reading the shards' reports, and writing the three formats.
+# A command that hangs fails the bench instead of stalling it.
+TIMEOUT_S = 1800
+# api.merge in a child of its own, timed inside (without the interpreter's start): all of it ("merge"), its reading
+# of the shards' reports alone ("read"), or its writing of the three formats alone, done again after it ("write").
 MERGE_TIMED = """
-import resource, sys, time
+import gc, resource, sys, time
 from pathlib import Path
 from envelope_ci import api
 from envelope_ci.formats.registry import write_reports
 from envelope_ci.report.merge import read_shards
-out, paths = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+part, out, paths = sys.argv[1], Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
+gc.disable()  # as api.merge does
 t0 = time.perf_counter()
-result = api.merge(paths, out)
-t1 = time.perf_counter()
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-read_shards(paths)
-t2 = time.perf_counter()
-write_reports(result.report, out / "again")
-t3 = time.perf_counter()
-print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f} {peak:.0f}")
+if part == "read":
+    read_shards(paths)
+else:
+    result = api.merge(paths, out)
+if part == "write":
+    t0 = time.perf_counter()
+    write_reports(result.report, out / "again")
+print(f"{time.perf_counter() - t0:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
 """
 
 
@@ -102,7 +105,7 @@ def cli(*args: str | Path) -> list[str]:
 def timed(argv: Sequence[str]) -> tuple[float, int]:
     """Wall time and exit code of one command."""
     t0 = time.perf_counter()
-    code = subprocess.run(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False).returncode
+    code = subprocess.run(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, timeout=TIMEOUT_S).returncode
     return time.perf_counter() - t0, code
 
 
@@ -112,7 +115,12 @@ def shards_at_once(fixtures: Path, out: Path, count: int, extra: Sequence[str]) 
     procs = [subprocess.Popen(cli("run", fixtures, "--shard", f"{i}/{count}", "--out", out / f"shard-{i}", "--quiet", *extra),
                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(1, count + 1)]
     for proc in procs:
-        _, err = proc.communicate()
+        try:
+            _, err = proc.communicate(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for each in procs:
+                each.kill()
+            raise
         if proc.returncode not in (0, 1, 3):
             raise RuntimeError(f"a shard exited {proc.returncode}: {err[-2000:]}")
     return time.perf_counter() - t0, [out / f"shard-{i}" / "report.json" for i in range(1, count + 1)]
@@ -188,17 +196,21 @@ def merge_time(args: argparse.Namespace) -> None:
         shards_s, reports = shards_at_once(fixtures, root, count, ["--replay", str(recordings)])
         size = sum(r.stat().st_size for r in reports) / 1e6
         print(f"shard runs        {shards_s:.1f} s for the {count} at once; reports {size:.0f} MB in all")
-        walls, parts = [], []
+        walls: list[float] = []
+        parts: dict[str, list[float]] = {"merge": [], "read": [], "write": [], "rss": []}
         for k in range(args.repeat):
             wall, code = timed(cli("merge", *reports, "--out", root / f"merged-{k}", "--quiet"))
             walls.append(wall)
-            proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, str(root / f"timed-{k}"), *map(str, reports)],
-                                  env=ENV, capture_output=True, text=True, check=True)
-            parts.append([float(x) for x in proc.stdout.split()])
-        inside, read, write, peak = (statistics.median(column) for column in zip(*parts, strict=True))
+            for part in ("merge", "read", "write"):
+                proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, part, str(root / f"{part}-{k}"), *map(str, reports)],
+                                      env=ENV, capture_output=True, text=True, check=True, timeout=TIMEOUT_S)
+                seconds, peak = proc.stdout.split()
+                parts[part].append(float(seconds))
+                parts["rss"] += [float(peak)] if part == "merge" else []
+        merge_s, read_s, write_s = (statistics.median(parts[p]) for p in ("merge", "read", "write"))
         print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  (min {min(walls):.2f}, max {max(walls):.2f}; exit {code})")
-        print(f"api.merge inside        median {inside:.2f} s: reading the reports {read:.2f} s, writing the three formats {write:.2f} s, "
-              f"the rest (analysis, report) {inside - read - write:.2f} s; peak RSS {peak:.0f} MiB")
+        print(f"api.merge inside        median {merge_s:.2f} s: reading the reports {read_s:.2f} s, writing the three formats "
+              f"{write_s:.2f} s, judging and building the report {merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
         ok = statistics.median(walls) < 5.0
         print(f"target: merge of {count} x {n // count:,} under 5 s: {'PASS' if ok else 'MISS'}")
 

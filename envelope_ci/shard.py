@@ -1,14 +1,4 @@
-"""``run --shard I/N``: a stable partition of the suite by the hash of each case id, balanced within one case.
-
-Cases are ordered by the sha256 of their id and cut into N runs of consecutive cases whose
-sizes differ by at most one. Both asks of a partition cannot hold at once: if adding a case
-never moved another, each id would keep one shard for good, and some suite would then put two
-cases in one shard and none in another. Runs keep the balance exact and move little: adding a
-case shifts the cases after it in hash order by one place, so only those at the N - 1 cut
-points can cross into a neighbouring shard, however large the suite. Dealing the ordered cases
-round-robin would move about half of them; plain ``hash mod N`` moves none but leaves shards
-about sqrt(cases / N) apart.
-"""
+"""``run --shard I/N``: a stable partition of the suite by the hash of each case id, balanced within one case."""
 from __future__ import annotations
 
 import hashlib
@@ -46,7 +36,16 @@ def parse_shard(text: str) -> ShardSpec:
 
 
 def shard_numbers(ids: Sequence[str], count: int) -> list[int]:
-    """Each id's shard (from 1): ids in the order of their sha256, cut into ``count`` runs whose sizes differ by at most one."""
+    """Each id's shard (from 1): ids in the order of their sha256, cut into ``count`` runs whose sizes differ by at most one.
+
+    Both asks of a partition cannot hold at once: if adding a case never moved another, each
+    id would keep one shard for good, and some suite would then put two cases in one shard and
+    none in another. Runs keep the balance exact and move little: adding a case shifts the
+    cases after it in hash order by one place, so only those at the ``count - 1`` cut points
+    can cross into a neighbouring shard, however large the suite. Dealing the ordered ids
+    round-robin would move about half of them; ``hash mod N`` moves none but leaves shards
+    about sqrt(n / N) apart.
+    """
     order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(ids[i].encode("utf-8")).digest())
     numbers = [0] * len(ids)
     for rank, i in enumerate(order):

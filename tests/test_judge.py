@@ -22,6 +22,9 @@ from fake_openai import Behaviour, FakeOpenAI  # noqa: E402
 from envelope_ci.cli import main  # noqa: E402
 from envelope_ci.model import Fingerprint  # noqa: E402
 
+# CI=true must not leak in: an adjudication run here writes pins, which CI refuses.
+pytestmark = pytest.mark.usefixtures("clean_env")
+
 ANSWER = "Sorry about that! You can get a refund within 30 days."
 
 

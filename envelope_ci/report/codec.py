@@ -73,14 +73,12 @@ def _object_codec(cls: Any) -> tuple[Encode, Decode]:
     hints = _hints(cls)
     plan = [(f.name, f.metadata.get("json", f.name), bool(f.metadata.get("omit_none")), *_codec(hints[f.name])) for f in dataclasses.fields(cls)]
 
+    order = [(name, key, omit_none, None if enc is _identity else enc) for name, key, omit_none, enc, _ in plan]
+
     def encode(obj: Any) -> dict[str, Any]:
-        out = {}
-        for name, key, omit_none, enc, _ in plan:
-            value = getattr(obj, name)
-            if value is None and omit_none:
-                continue
-            out[key] = enc(value)
-        return out
+        values = obj.__dict__
+        return {key: value if enc is None else enc(value) for name, key, omit_none, enc in order
+                if not ((value := values[name]) is None and omit_none)}
 
     plain = [(name, key) for name, key, _, _, dec in plan if dec is _identity]
     converted = [(name, key, dec) for name, key, _, _, dec in plan if dec is not _identity]

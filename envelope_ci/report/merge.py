@@ -1,11 +1,4 @@
-"""Shards and their merge: what a shard's report.json carries (``shard``), and every shard's report read back as one run.
-
-Each case is judged once, by the shard that graded it, and its row says all of that but the
-gate; whatever spans cases (strata, the alerts, the gate, the verdict) is left to the merge,
-which rebuilds the case results from the rows, runs the same ``analysis.conclude`` on the
-whole and builds the report with the same ``build_report``, the shards' rows reused. What depends only on the suite and the pins (fixture changes, base-diff removals,
-lowered pins) every shard computes in full, and the merge checks that they agree.
-"""
+"""What a shard's report.json carries for the merge (``shard``), and every shard's report read back as one run."""
 from __future__ import annotations
 
 import json
@@ -101,7 +94,14 @@ class _Shard:
 
 
 def read_shards(paths: Sequence[Path]) -> Whole:
-    """Every shard's report of one run as the whole run; UsageError (exit 2) naming each reason they cannot be merged."""
+    """Every shard's report of one run as the whole run; UsageError (exit 2) naming each reason they cannot be merged.
+
+    Each case was judged once, by its shard, and its row says all of that but its gate. What
+    spans cases (strata, alerts, the gate, the verdict) is the merge's: it rebuilds the case
+    results from the rows for the same ``analysis.conclude``. What depends only on the suite
+    and the pins (fixture changes, base-diff removals, lowered pins) every shard computed in
+    full: the marks checked here make sure they agree.
+    """
     shards = sorted((_read(Path(p)) for p in paths), key=lambda s: s.info.index)
     problems = refusals(shards)
     if problems:

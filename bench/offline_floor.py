@@ -1,0 +1,176 @@
+"""Offline grading against the floor (issue #10, item 5), measured side by side in one run.
+
+    python bench/offline_floor.py --cases 100000
+
+Generates the case mix of ``bench/offline_bench.py`` (its generator is imported, not copied),
+then runs two subprocesses over the same two files and prints wall time and peak RSS of each:
+
+  floor        a plain script: read the fixtures JSONL and the recordings JSONL with
+               ``json.loads``, validate each answer with one compiled ``jsonschema`` validator
+               per schema, check the expected subset, write one JSON file.
+  envelope-ci  ``python -m envelope_ci run FIXTURES --replay RECORDINGS --out DIR --quiet``
+               (load, validate, grade, analyse, all reports) with ``PYTHONPATH`` set to the
+               repository.
+
+Target: envelope-ci within 1.5x the floor's wall time and 2x its peak memory.
+
+Peak RSS comes from ``os.wait4`` on each child (Linux ``ru_maxrss``: the largest single
+process of that child's tree, not a sum over processes). A child spawned from this script
+can inherit this script's high-water mark, so this script's own peak is printed too; it
+should stay far below both figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+from offline_bench import generate  # noqa: E402  (the same generator, not a copy)
+
+WALL_TARGET = 1.5
+MEM_TARGET = 2.0
+
+FLOOR = r'''
+import json, sys
+from jsonschema.validators import validator_for
+
+fixtures_path, recordings_path, out_path = sys.argv[1:4]
+
+def subset(expected, actual):
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list):
+        return isinstance(actual, list) and len(actual) >= len(expected) and all(subset(v, a) for v, a in zip(expected, actual))
+    return expected == actual and isinstance(expected, bool) == isinstance(actual, bool)
+
+cases, validators = {}, {}
+with open(fixtures_path) as fh:
+    for line in fh:
+        if line.strip():
+            case = json.loads(line)
+            key = json.dumps(case["schema"], sort_keys=True)
+            if key not in validators:
+                cls = validator_for(case["schema"])
+                validators[key] = cls(case["schema"])
+            cases[case["id"]] = (case, validators[key])
+
+labels, counts = {}, {}
+with open(recordings_path) as fh:
+    for line in fh:
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        case, validator = cases[rec["id"]]
+        env = rec["recorded"]
+        body = env.get("body") or {}
+        choices = body.get("choices") or []
+        if "error" in env:
+            label = "error"
+        elif not choices:
+            label = "empty"
+        else:
+            choice = choices[0]
+            content = (choice.get("message") or {}).get("content") or ""
+            if choice.get("finish_reason") == "length":
+                label = "cut"
+            elif len(content) > case.get("max_chars", 1 << 60):
+                label = "wrong"
+            else:
+                try:
+                    parsed = json.loads(content)
+                except ValueError:
+                    label = "bad_json"
+                else:
+                    if not validator.is_valid(parsed):
+                        label = "schema"
+                    elif not subset(case.get("expect_json"), parsed):
+                        label = "wrong"
+                    else:
+                        label = "pass"
+        labels[rec["id"]] = label
+        counts[label] = counts.get(label, 0) + 1
+
+with open(out_path, "w") as fh:
+    json.dump({"counts": counts, "cases": labels}, fh)
+'''
+
+
+def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS MiB (wait4 ru_maxrss), exit code and CPU seconds (user+sys) of one subprocess."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        t0 = time.perf_counter()
+        fixtures, recordings = generate(root, args.cases, args.seed)
+        t_gen = time.perf_counter() - t0
+        size_mb = (os.path.getsize(fixtures / "cases.jsonl") + os.path.getsize(recordings)) / 1e6
+        floor_py = root / "floor.py"
+        floor_py.write_text(FLOOR)
+
+        self_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before any child starts
+        floor_wall, floor_mib, floor_code, floor_cpu = measure(
+            [sys.executable, str(floor_py), str(fixtures / "cases.jsonl"), str(recordings), str(root / "floor.json")])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        ci_wall, ci_mib, ci_code, ci_cpu = measure(
+            [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--replay", str(recordings),
+             "--out", str(root / "out"), "--quiet"], env=env)
+
+        floor_counts = json.loads((root / "floor.json").read_text())["counts"] if floor_code == 0 else {}
+        report_path = root / "out" / "report.json"
+        ci_counts = json.loads(report_path.read_text())["summary"]["counts"] if report_path.exists() else {}
+
+    load_after = os.getloadavg()
+    wall_ratio = ci_wall / floor_wall
+    mem_ratio = ci_mib / floor_mib
+    print(f"machine            {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {cpu_model()}, "
+          f"Python {platform.python_version()}")
+    print(f"load average       {load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min; other work on the machine skews wall times)")
+    print(f"cases              {args.cases}")
+    print(f"input              {size_mb:.1f} MB (fixtures + recordings), generated in {t_gen:.1f} s")
+    print("                     wall      peak RSS     CPU (user+sys)")
+    print(f"floor              {floor_wall:6.2f} s  {floor_mib:7,.0f} MiB  {floor_cpu:6.2f} s  exit {floor_code}  counts {floor_counts}")
+    print(f"envelope-ci run    {ci_wall:6.2f} s  {ci_mib:7,.0f} MiB  {ci_cpu:6.2f} s  exit {ci_code}  counts {ci_counts}")
+    print(f"this script        {self_mib:,.0f} MiB peak before the children (a spawned child may inherit it)")
+    print(f"wall ratio         {wall_ratio:.2f}x  (target <= {WALL_TARGET}x): {'PASS' if wall_ratio <= WALL_TARGET else 'MISS'}")
+    print(f"CPU ratio          {ci_cpu / floor_cpu:.2f}x  (info: less sensitive than wall to other load)")
+    print(f"memory ratio       {mem_ratio:.2f}x  (target <= {MEM_TARGET}x): {'PASS' if mem_ratio <= MEM_TARGET else 'MISS'}")
+    return 0 if floor_code == 0 and ci_code in (0, 1) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,12 +32,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # this checkout's envelope_ci, not an installed copy
+from live_bench import fixed_delay_server  # noqa: E402
 from offline_bench import generate  # noqa: E402
 
 from envelope_ci.shard import shard_numbers  # noqa: E402
@@ -126,22 +126,6 @@ def shards_at_once(fixtures: Path, out: Path, count: int, extra: Sequence[str]) 
     return time.perf_counter() - t0, [out / f"shard-{i}" / "report.json" for i in range(1, count + 1)]
 
 
-@contextmanager
-def fixed_delay_server(delay_ms: float) -> Iterator[str]:
-    """The fake server answering every request after ``delay_ms``, in a process of its own."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fake_openai.py"), "--port", "0", "--delay-ms", str(delay_ms)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"the fake server did not start (printed {url!r})")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def live_fixtures(root: Path, n: int) -> Path:
     fixtures = root / "live-fixtures"
     fixtures.mkdir()
@@ -179,7 +163,7 @@ def speedup(args: argparse.Namespace) -> None:
     print(f"{'mode':<8} {'1 proc s':>9} {'shards s':>9} {'merge s':>8} {'sharded s':>9} {'speed-up':>9}")
     with tempfile.TemporaryDirectory(prefix="envelope-ci-shard-bench-") as tmp:
         root = Path(tmp)
-        with fixed_delay_server(args.delay_ms) as url:
+        with fixed_delay_server(args.delay_ms, "subprocess") as url:
             live = ["--base-url", url, "--model", "bench-model", "--concurrency", str(args.concurrency)]
             speedup_row("live", live_fixtures(root, args.cases), root, args.shards, live, exact=False)
         (root / "offline").mkdir()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,6 +18,22 @@ R = TypeVar("R")
 MIN_ITEMS = 4000
 
 _work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
+
+
+def _default_signals() -> None:
+    """In a forked child: the signals as Python starts them, not the parent's handlers.
+
+    The command line handles SIGTERM by asking the run to stop politely; a child that
+    inherited that handler would ignore the pool's own SIGTERM and the parent would wait on
+    it for ever. The parent alone answers Ctrl-C.
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _child(job: Callable[[], None]) -> None:
+    _default_signals()
+    job()
 
 
 def _run_slice(bounds: tuple[int, int]) -> list[Any]:
@@ -32,7 +49,7 @@ def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) 
             job()
         return
     ctx = multiprocessing.get_context("fork")
-    children = [ctx.Process(target=job) for job in jobs[1:]]
+    children = [ctx.Process(target=_child, args=(job,)) for job in jobs[1:]]
     for child in children:
         child.start()
     try:
@@ -55,7 +72,7 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_
     slices = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
     _work = (fn, items)
     try:
-        with multiprocessing.get_context("fork").Pool(len(slices)) as pool:
+        with multiprocessing.get_context("fork").Pool(len(slices), initializer=_default_signals) as pool:
             parts = pool.map(_run_slice, slices)
     finally:
         _work = None

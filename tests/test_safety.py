@@ -167,3 +167,15 @@ def test_14_an_early_sigterm_still_ends_with_reports(tmp_path, delay_s):
     assert proc.returncode == 3, err.decode()
     report = json.loads((out / "report.json").read_text("utf-8"))
     assert report["verdict"] == "inconclusive" and len(report["cases"]) == 20
+
+
+def test_14_forked_workers_do_not_inherit_the_polite_sigterm_handler():
+    # The pool ends its workers with SIGTERM: a worker that kept the command line's handler
+    # would ignore it, and the parent would wait on it for ever.
+    code = ("from envelope_ci.transport.interrupts import STOP, Interrupts\n"
+            "from envelope_ci import parallel\n"
+            "with Interrupts(STOP):\n"
+            "    for _ in range(15):\n"
+            "        assert parallel.parallel_map(abs, list(range(-5000, 0)))[0] == 5000\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

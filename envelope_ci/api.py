@@ -258,10 +258,10 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
 def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:
     """Write this run as the pins, unless the promotion rule refuses (exit 2, with the reason)."""
     undelivered = [r.case.id for r in analysis.results if not r.delivered]
-    refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers)
     stale = next((a.message for a in analysis.alerts if a.code == "stale_recording"), None)
-    if refusal or stale:  # pinning an answer to an older prompt would make the gate check nothing
-        raise UsageError(refusal or f"refusing to write pins: {stale}")
+    refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers, stale)
+    if refusal:
+        raise UsageError(refusal)
     written = new_pins(analysis, settings.thresholds, digests, old)
     atomic.write_text(config.pins_path, render_pins(written))
     return pins_update_of(analysis, old, written), written

@@ -18,12 +18,13 @@ def write_refusal(
     move_baseline: bool,
     undelivered: list[str],
     blockers: Sequence[str] = (),
+    stale: str | None = None,
 ) -> str | None:
     """Why these results may not become the pins, or None when they may.
 
     Pins are the team's memory: only a human's adjudication run, outside CI, on the
     same experiment as the stored baseline (or an explicitly announced move) may
-    write them, and never from a run that left cases ungraded.
+    write them, and never from a run that left cases ungraded or graded recordings of an older request.
     """
     if in_ci:
         return "refusing to write pins in CI (CI or GITHUB_ACTIONS is 'true'): pins are written by a person and reviewed in the PR"
@@ -40,6 +41,8 @@ def write_refusal(
                 f"refusing to write pins: this run's fingerprint is another experiment than the pinned one ({run_fp.differences(stored.fingerprint)}); "
                 "pass --move-baseline to move the baseline on purpose"
             )
+    if stale:  # pinning an answer to an older prompt would make the gate check nothing
+        return f"refusing to write pins: {stale}"
     return None
 
 

@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--max-run-time", type=float, metavar="SECONDS",
                       help="this many seconds into the live calls, stop scheduling, give calls in flight 5 s, then write partial reports "
                       "and exit 3 (inconclusive); bounds the live phase (its grading included), not loading the fixtures")
-    live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties; answers are never retried (default: %(default)s)")
+    live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties (a 503 counts half, a 429 none); answers are never retried (default: %(default)s)")
     live.add_argument("--retry-budget", type=int, default=None,
                       help="retries allowed across the whole run (default: half a retry per call, cases x repeats, at least 100)")
     live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")

@@ -68,18 +68,26 @@ class Plan:
 
 def plan(rng: random.Random, stream: bool) -> Plan:
     """A seeded mix: up to two transient faults (and the odd 429) before a final answer, or faults to the end."""
-    names = rng.choices(list(TRANSIENT), TRANSIENT_WEIGHTS, k=ATTEMPTS)
     if rng.random() < UNDELIVERED_SHARE:
-        faults, label = names, TRANSIENT[names[-1]][2 if stream else 1]
+        faults = to_the_end(rng)
+        label = TRANSIENT[faults[-1]][2 if stream else 1]
         final: list[Behaviour] = []
     else:
-        faults = names[: rng.choice((0, 0, 0, 1, 1, 2))]
+        faults = rng.choices(list(TRANSIENT), TRANSIENT_WEIGHTS, k=rng.choice((0, 0, 0, 1, 1, 2)))
         make, label = FINAL[rng.choices(list(FINAL), FINAL_WEIGHTS)[0]]
         final = [make(rng)]
     steps = [TRANSIENT[name][0]() for name in faults] + final
     if rng.random() < 0.1:  # a 429: the run waits, the case's attempts are not spent
         steps.insert(rng.randrange(len(steps)), Behaviour.rate_limited(retry_after_ms=5))
     return Plan(tuple(steps), label, "trickle" in faults)
+
+
+def to_the_end(rng: random.Random) -> list[str]:
+    """Faults until the case's attempts are spent: a 503 counts half of one (the server is busy), any other fault one."""
+    faults: list[str] = []
+    while sum(1 if name == "503" else 2 for name in faults) < 2 * ATTEMPTS:
+        faults += rng.choices(list(TRANSIENT), TRANSIENT_WEIGHTS)
+    return faults
 
 
 def open_fds() -> set[str]:

@@ -163,7 +163,7 @@ def call_with_retries(
             said = (f"not retried: {why}",) if failure is not None else ()
             return replace(env, attempts=len(log), notes=(*env.notes, *said)), log
         limited = env.http_status == 429
-        in_a_row = tries.add(limited)
+        in_a_row = tries.add(env.http_status)
         wanted = retry_after_s(env.headers)
         if wanted is None and limited:
             wanted = rate_limit_reset_s(env.headers)
@@ -196,20 +196,41 @@ def _attempt_label(env: Envelope, case: Case) -> str:
         return "grader-error"
 
 
+# A 503 is the server saying it is busy (RFC 9110: temporary overload), not that this case is broken:
+# it counts half an attempt against --max-attempts, so a busy server gets twice the patience of a
+# failing one. At 10% 503s and 3 attempts a case gives up after six 503s in a row (one in a million),
+# not three (one in a thousand: a 48-case run in about 20 would end with an undelivered case).
+BUSY_STATUS = 503
+_HALVES_PER_ATTEMPT = 2
+
+
 @dataclass
 class _Tries:
-    """One case's failed attempts so far: rate-limited ones, and the others (which --max-attempts counts)."""
+    """One case's failed attempts so far: rate-limited ones, busy ones (503) and the rest, and what --max-attempts has counted."""
 
     limited: int = 0
-    counted: int = 0
+    busy: int = 0
+    other: int = 0
 
-    def add(self, limited: bool) -> int:
+    def add(self, status: int | None) -> int:
         """Count one failed attempt; how many of its kind there have been (the backoff's exponent)."""
-        if limited:
+        if status == 429:
             self.limited += 1
             return self.limited
-        self.counted += 1
-        return self.counted
+        if status == BUSY_STATUS:
+            self.busy += 1
+        else:
+            self.other += 1
+        return self.busy + self.other
+
+    def out_of(self, max_attempts: int) -> bool:
+        """Whether the case has used its --max-attempts, a 503 counting half (1 still means one attempt: no retries at all)."""
+        return max_attempts <= 1 or self.busy + _HALVES_PER_ATTEMPT * self.other >= _HALVES_PER_ATTEMPT * max_attempts
+
+    def gave_up(self) -> str:
+        busy = f" ({self.busy} of them 503, counted half: the server was busy)" if self.busy else ""
+        besides = f", besides {self.limited} rate-limited one(s)" if self.limited else ""
+        return f"gave up after {self.busy + self.other} attempt(s){busy}{besides} (--max-attempts)"
 
 
 def _reason_to_stop(wanted: float | None, tries: _Tries, limited: bool, policy: RetryPolicy, budget: Budget,
@@ -217,9 +238,8 @@ def _reason_to_stop(wanted: float | None, tries: _Tries, limited: bool, policy: 
     """Why a retryable failure gets no retry after all; None to go on (which spends one from the run's budget unless rate-limited)."""
     if wanted is not None and wanted > policy.max_retry_after_s:
         return f"the server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s (--max-retry-after)"
-    if not limited and tries.counted >= policy.max_attempts:
-        besides = f", besides {tries.limited} rate-limited one(s)" if tries.limited else ""
-        return f"gave up after {tries.counted} attempt(s){besides} (--max-attempts)"
+    if not limited and tries.out_of(policy.max_attempts):
+        return tries.gave_up()
     if stop.is_set():
         return "interrupted before a retry"
     if not limited and not budget.take():

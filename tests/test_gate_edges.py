@@ -24,7 +24,7 @@ from envelope_ci.analysis.cases import judge_case
 from envelope_ci.analysis.promotion import write_refusal
 from envelope_ci.model import Fingerprint, Label, Lane, Thresholds
 from envelope_ci.report.model import RunInfo
-from envelope_ci.report.next_steps import pin_command
+from envelope_ci.report.next_steps import pin_command, rerun_command
 
 
 @pytest.fixture(autouse=True)
@@ -134,6 +134,22 @@ def test_the_pin_command_reproduces_the_run():
     assert "--replay 'new model.jsonl'" in pin_command(dataclasses.replace(base, mode="replay", replay="new model.jsonl"))
     live = pin_command(dataclasses.replace(base, mode="live", model_requested="gpt-x", endpoint_class="azure"))
     assert '--endpoint-class azure' in live and '--base-url "$EVAL_BASE_URL" --model gpt-x' in live
+
+
+@pytest.mark.parametrize("config_file, named", [
+    (None, None),
+    ("evals/envelope-ci.yaml", None),  # the run finds it by itself
+    ("./evals/envelope-ci.yaml", None),
+    ("evals/envelope-ci.yml", "evals/envelope-ci.yml"),  # found only when no .yaml is beside it: named
+    ("ci/strict thresholds.yaml", "'ci/strict thresholds.yaml'"),
+])
+def test_the_commands_name_a_thresholds_file_the_run_would_not_find(config_file, named):
+    run = RunInfo(mode="offline", lane="smoke", fixtures_dir="evals", pins="evals/envelope-pins.json", repeats=1, replay=None,
+                  model_requested=None, endpoint_class="unspecified", temperature=0.0, thresholds=Thresholds(), config_file=config_file)
+    for command in (pin_command(run), rerun_command(run)):
+        assert ("--config" in command) == (named is not None), command
+        if named:
+            assert f"--pins evals/envelope-pins.json --config {named} " in command
 
 
 def test_whitespace_only_content_is_empty():

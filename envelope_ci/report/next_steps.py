@@ -5,11 +5,12 @@ out from the tables which command moves them forward.
 """
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Sequence
 
 from ..analysis.analyse import Analysis
-from ..model import Outcome, Verdict
+from ..model import CONFIG_NAMES, Outcome, Verdict
 from .model import NextStep, RunInfo
 
 _LISTED = 5
@@ -31,6 +32,8 @@ def _ids(ids: Sequence[str]) -> str:
 def _run_words(run: RunInfo) -> list[str]:
     """The flags that make another run the same kind of run as this one."""
     words = ["envelope-ci", "run", run.fixtures_dir, "--pins", run.pins]
+    if run.config_file and not _found_without_flag(run.config_file, run.fixtures_dir):
+        words += ["--config", run.config_file]
     if run.endpoint_class not in (None, "unspecified"):
         words += ["--endpoint-class", run.endpoint_class]
     if run.temperature:
@@ -40,6 +43,11 @@ def _run_words(run: RunInfo) -> list[str]:
     if run.repeats > 1:
         words += ["--repeats", str(run.repeats)]
     return words
+
+
+def _found_without_flag(config_file: str, fixtures_dir: str) -> bool:
+    """Whether a run of ``fixtures_dir`` surely finds this thresholds file by itself (the first name it looks for), so the command need not name it."""
+    return posixpath.normpath(config_file) == posixpath.normpath(posixpath.join(fixtures_dir, CONFIG_NAMES[0]))
 
 
 def _command(words: list[str], run: RunInfo) -> str:

@@ -31,8 +31,15 @@ Two more measurements (issue #11), each instead of the above:
 * ``--memory``: the CLI in its own process against answers of ``--answer-mb`` MB each; prints its
   peak RSS, which must not grow with the number of answers (``--answers``).
 
+And one for adaptive concurrency (issue #10 item 4), also instead of the above:
+
+* ``--rate-limit``: a token bucket (the fake's ``Chaos``, ``--rpm`` requests a 3 s "minute",
+  bursts of 10) in front of the 50 ms server, at concurrency 8, run once adapting and once at a
+  fixed concurrency; prints the 429s the server sent, the wall, the wait and the concurrency history.
+
     python bench/live_bench.py --faults --cases 5000
     python bench/live_bench.py --memory --answers 100 --answer-mb 15
+    python bench/live_bench.py --rate-limit --cases 300
 """
 from __future__ import annotations
 
@@ -225,6 +232,25 @@ def faults_bench(n: int, concurrency: int, seed: int) -> int:
     return 0
 
 
+def rate_limit_bench(n: int, rpm: int, delay_ms: float) -> int:
+    """429s the server had to send, adapting the concurrency and at a fixed 8, against one token bucket."""
+    from fake_openai import Behaviour, Chaos, FakeOpenAI
+
+    cases = make_cases(n)
+    for adaptive in (True, False):
+        chaos = Chaos(rpm=rpm, burst=10, minute_s=3.0, share_429=0.0, share_503=0.0)
+        with FakeOpenAI(Behaviour.ok("ok", delay_ms=delay_ms), chaos=chaos) as srv:
+            t0 = time.perf_counter()
+            outcome = run_live(cases, ClientSettings(base_url=srv.url, model=MODEL), concurrency=8,
+                               policy=RetryPolicy(adaptive_concurrency=adaptive))
+            wall = time.perf_counter() - t0
+        labels = collections.Counter(g.label.value for c in cases for g in outcome.grades[c.id])
+        history = outcome.concurrency_history
+        print(f"{'adaptive' if adaptive else 'fixed 8':<9} 429s {chaos.counts['bucket_429']:>5}  labels {dict(labels)}  wall {wall:.1f} s  "
+              f"rate-limit wait {outcome.rate_limit_wait_s:.1f} s  history {len(history)} point(s): {history[:8]}{' ...' if len(history) > 8 else ''}")
+    return 0
+
+
 def memory_bench(answers: int, answer_mb: int, concurrency: int) -> int:
     """The CLI's peak RSS (its own process) for ``answers`` live answers of ``answer_mb`` MB."""
     from fake_openai import Behaviour, FakeOpenAI
@@ -310,11 +336,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--memory", action="store_true", help="instead: the CLI's peak RSS against big answers")
     ap.add_argument("--answers", type=int, default=100, help="--memory: answers (default: %(default)s)")
     ap.add_argument("--answer-mb", type=int, default=15, help="--memory: MB per answer (default: %(default)s)")
+    ap.add_argument("--rate-limit", action="store_true", help="instead: 429s against a token bucket, adaptive vs fixed concurrency 8")
+    ap.add_argument("--rpm", type=int, default=60, help="--rate-limit: the bucket's requests per 3 s 'minute' (default: %(default)s)")
     args = ap.parse_args(argv)
     if args.faults:
         return faults_bench(args.cases, 64, args.seed)
     if args.memory:
         return memory_bench(args.answers, args.answer_mb, 4)
+    if args.rate_limit:
+        return rate_limit_bench(args.cases, args.rpm, args.delay_ms)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
     results: dict[int, tuple[Figures, Figures]] = {}
     cli: Figures | None = None

@@ -25,7 +25,7 @@ from .grading.grade import grade_all
 from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins, Thresholds
 from .report.build import base_diff_rows, build_report, scrub
 from .report.merge import ShardRun, read_shards, shard_info
-from .report.model import BaseDiff, PartialRun, PinsUpdate, Report, RunInfo
+from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
@@ -54,6 +54,35 @@ class BaseSource:
     pins: Pins | None
     source: str | None
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Graded:
+    """Every case's grades, and why grading stopped short of some of them (blockers: the run is then inconclusive)."""
+
+    grades: dict[str, list[Grade]]
+    stopped: tuple[str, ...] = ()
+
+
+class Watch:
+    """A run followed from outside: told each phase as it begins, and asked for the grades.
+
+    ``supervise`` runs a run with --max-run-time in a child process with a watch that streams
+    the grades to the parent as they are made, so that a run stopped mid-way (a fixture's
+    regex that never ends) still has partial reports. This watch follows nothing.
+    """
+
+    def phase(self, doing: str) -> None:
+        """``doing`` begins, in the words a report says a run was stopped in ("grading", "writing the reports")."""
+
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+        """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now."""
+        return Graded(graded if graded is not None else grade_all(cases, envelopes))
+
+
+# Phases a supervisor tells apart: the live calls have --max-run-time of their own; a run out of time writes no pins.
+CALLING = "calling the endpoint and grading its answers"
+WRITING_PINS = "writing the pins"
 
 
 @dataclass(frozen=True)
@@ -119,11 +148,11 @@ def read_base_pins(path: Path) -> BaseSource:
         return BaseSource(None, path.as_posix(), str(exc))
 
 
-def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None) -> RunResult:
+def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None, watch: Watch | None = None) -> RunResult:
     """Run the whole pipeline for one configuration and write the reports under ``config.out_dir``."""
     check_config(config)
     with _cyclic_gc_paused():
-        return _run(config, base, fetch)
+        return _run(config, base, fetch, watch or Watch())
 
 
 @contextmanager
@@ -160,6 +189,7 @@ class _Gathered:
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
     replayed: int = 0
     grades: dict[str, list[Grade]] | None = None  # a live run's: graded as they arrived, their bodies let go
+    live: LiveRun | None = None  # a live run's concurrency over time and wait on rate limits
 
 
 def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str]) -> _Gathered:
@@ -170,7 +200,8 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
     if config.base_url:
         headers = settings.resolved_headers(os.environ)
         outcome = (fetch or partial(_fetch_live, settings=settings))(cases, config, headers)
-        return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades)
+        return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
+                         live=outcome.live_run())
     replay = load_recordings(config.replay, suite_ids) if config.replay else None
     return _Gathered(offline_envelopes(cases, replay), replayed=sum(c.id in replay for c in cases) if replay else 0)
 
@@ -196,7 +227,8 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
                            record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, judges=judges)
 
 
-def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> RunResult:
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch) -> RunResult:
+    watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
     cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
@@ -216,8 +248,12 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
         pins, base = _pins_of(pins, cases), (replace(base, pins=_pins_of(base.pins, cases)) if base else None)
     if config.shard:
         cases = shard_select(cases, config.shard)
+    watch.phase(_gathering(config))
     gathered = _envelopes(config, cases, settings, fetch, suite_ids)
-    grades = gathered.grades if gathered.grades is not None else grade_all(cases, gathered.envelopes)
+    watch.phase("grading")
+    graded = watch.grade(cases, gathered.envelopes, gathered.grades)
+    grades = graded.grades
+    watch.phase("analysing the results")
     # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
     recordings = check_recordings(cases, gathered.envelopes, config.temperature) if not config.base_url else Staleness({}, ())
     # The bodies are the bulk of a big replay's memory; grades keep what is needed.
@@ -227,13 +263,14 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
 
     def judged(against: Pins | None) -> Analysis:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
-        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, gathered.interrupted, lowered,
+        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, (*gathered.interrupted, *graded.stopped), lowered,
                        suite if config.shard else None)
 
     analysis = judged(pins)
     pins_written: Path | None = None
     pins_update: PinsUpdate | None = None
     if config.write_pins:
+        watch.phase(WRITING_PINS)
         pins_update, pins = _write_pins(config, analysis, pins, settings, digests)
         pins_written = config.pins_path
         # From here on the run is judged against the baseline it just wrote; what the old
@@ -244,15 +281,23 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None) -> R
     notes = _notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings)
     if config.shard:
         notes.append(shard_note(config.shard, len(cases), len(suite)))
-    report = build_report(analysis, run_info, notes, base_diff, pins_update)
+    report = replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
     if config.shard:
         seen = ShardRun(pins, base.pins if base else None, gathered.replayed, gathered.interrupted, gathered.remarks, recordings.stale, recordings.unverified)
         report = replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
+    watch.phase("writing the reports")
     written = write_reports(report, config.out_dir, config.formats)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], written, pins_written)
+
+
+def _gathering(config: RunConfig) -> str:
+    """The phase that gets the envelopes, as a report names it."""
+    if config.base_url:
+        return CALLING
+    return f"reading the recordings in {config.replay.as_posix()}" if config.replay else "reading the fixtures' recordings"
 
 
 def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:

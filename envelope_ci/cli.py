@@ -113,15 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--base-url", default=os.environ.get("EVAL_BASE_URL") or None,
                       help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (env EVAL_BASE_URL); the key comes from EVAL_API_KEY only")
     live.add_argument("--model", default=os.environ.get("EVAL_MODEL") or None, help="model name to request (env EVAL_MODEL)")
-    live.add_argument("--concurrency", type=int, default=4, help="parallel requests (default: %(default)s)")
+    live.add_argument("--concurrency", type=int, default=4,
+                      help="the most requests in flight at once; 429s lower it for a while, answers raise it back (default: %(default)s)")
     live.add_argument("--repeats", type=int, default=1, help="calls per case; median and p95 come from them (default: %(default)s)")
     live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
     live.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, part of the fingerprint (default: %(default)s)")
     live.add_argument("--timeout", type=float, default=120.0,
                       help="per-attempt deadline in seconds, connect to last byte, unless the case sets timeout_s (default: %(default)s)")
     live.add_argument("--max-run-time", type=float, metavar="SECONDS",
-                      help="this many seconds into the live calls, stop scheduling, give calls in flight 5 s, then write partial reports "
-                      "and exit 3 (inconclusive); bounds the live phase (its grading included), not loading the fixtures")
+                      help="bound the whole run (loading, calls, grading, reports): live calls stop this many seconds after they begin "
+                      "(calls in flight get 5 s more); a run still going 2 s past its time (a fixture's regex that never ends, say) is "
+                      "stopped. Either way the reports say what finished, no pins are written, and the exit code is 3 (inconclusive)")
     live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties (a 503 counts half, a 429 none); answers are never retried (default: %(default)s)")
     live.add_argument("--retry-budget", type=int, default=None,
                       help="retries allowed across the whole run (default: half a retry per call, cases x repeats, at least 100)")
@@ -230,10 +232,15 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .api import read_base_pins, run
+    from .api import read_base_pins
+    from .supervise import RanOutOfTime, run
 
     config = config_from_args(args)
-    result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
+    try:
+        result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
+    except RanOutOfTime as exc:
+        print(one_line(f"envelope-ci: {exc}"), file=sys.stderr)
+        return int(ExitCode.INCONCLUSIVE)
     _print_result(result, config.quiet)
     if result.pins_written:
         print(f"wrote pins: {result.pins_written.as_posix()} — review the diff and commit it with the fixtures")

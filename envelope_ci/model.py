@@ -1,7 +1,8 @@
 """Plain data shared by every stage: labels, channels, lanes, cases, envelopes, grades.
 
 Everything here is frozen and free of I/O so the grading core can be tested with
-planted envelopes alone.
+planted envelopes alone. The per-case types (``Case``, ``Envelope``, ``Grade``) have slots: a
+100,000-case run holds hundreds of thousands of them.
 """
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ class Label(str, Enum):
     @property
     def is_transport(self) -> bool:
         """Drops and empties say nothing about the model."""
-        return self in (Label.DROP, Label.EMPTY)
+        return self in _TRANSPORT  # a module tuple: asked of every grade, several times; Label.DROP is a slow lookup
+
+
+_TRANSPORT = (Label.DROP, Label.EMPTY)
 
 
 class Channel(str, Enum):
@@ -139,7 +143,7 @@ UNSTRATIFIED = Stratum("unstratified", floor="easy_floor", floor_alert="easy_reg
 STRATA = tuple(s.name for s in STRATA_SPEC)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Case:
     """One golden case as loaded from a fixture file (validated already).
 
@@ -175,11 +179,11 @@ class Case:
     @property
     def max_chars(self) -> int | None:
         """The tightest size budget its assertions set, judged on the size channel."""
-        budgets = [e.value for e in self.expectations if e.kind.failure.value == "size" and not e.negated]
+        budgets = [e.value for e in self.expectations if e.kind.failure == "size" and not e.negated]  # a str enum: no slow .value
         return min(budgets) if budgets else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Envelope:
     """What one attempt brought back, as recorded: the raw material of a grade.
 
@@ -202,7 +206,7 @@ class Envelope:
     judgements: Mapping[str, Envelope] = field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Grade:
     """The classifier's verdict on one envelope, with what it read to get there."""
 
@@ -252,6 +256,9 @@ class RetryPolicy:
     max_retry_after_s: float = 60.0
     # Waiting on 429s does not use up attempts; this bounds the whole run's waiting on them.
     max_rate_limit_wait_s: float = 600.0
+    # 429s lower the run's concurrency and answers raise it back (transport.adaptive); False keeps
+    # --concurrency fixed. No flag sets it: it is there to measure what adapting saves.
+    adaptive_concurrency: bool = True
 
 
 @dataclass(frozen=True)

@@ -332,6 +332,17 @@ def test_rule_11_the_outcome_says_how_long_the_run_waited(srv):
     assert any("--max-rate-limit-wait" in r for r in spent.grades["rl-spent"][0].reasons)
 
 
+def test_rule_4_a_repeat_the_spent_rate_limit_left_unsent_is_lost_evidence(tmp_path, srv):
+    """Three repeats: the first answers, the second meets a 429 the run may not wait for, the third is never sent: inconclusive, naming both."""
+    srv.plant("rl-repeats", [Behaviour.ok("Hello"), Behaviour.rate_limited(retry_after_ms=100)])
+    run = live(tmp_path, srv.url, [case("rl-repeats")], "--repeats", "3", "--concurrency", "1", "--max-rate-limit-wait", "0")
+    assert run.code == 3, run.stdout
+    assert srv.attempts("rl-repeats") == 2
+    got = run.case("rl-repeats")
+    assert got["label"] == "right"  # graded on the repeat it got, but not passed on it
+    assert any("rl-repeats: repeat 2, 3 of 3 got no gradeable answer" in b for b in run.report["blockers"]), run.report["blockers"]
+
+
 @pytest.mark.parametrize("seed", [1, 3, 13])
 def test_rule_11_a_chaos_server_ends_with_every_case_graded(tmp_path, seed):
     """120 requests/minute (a "minute" scaled to 3 s), 10% random 429 and 10% random 503, 48 cases at concurrency 6, default attempts.

@@ -306,3 +306,23 @@ def test_recorded_envelope_shape():
                                     "ttft_ms": 3.0, "stream_complete": True, "attempts": 2}
     assert envelope_to_raw(Envelope(error="refused", elapsed_ms=1.0)) == {"error": "refused", "elapsed_ms": 1.0, "attempts": 1}
 
+
+
+def test_a_client_reads_the_proxy_environment_once_and_keeps_it(monkeypatch):
+    """requests would read the environment again for every request; the client reads it at the start, to the same effect."""
+    from envelope_ci.transport.http import Client
+    from envelope_ci.transport.watchdog import Watchdog
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", "/etc/ssl/custom.pem")
+    watchdog = Watchdog()
+    try:
+        proxied = Client(OPENAI_CHAT, ClientSettings(base_url="https://api.example/v1", model="m"), Secrets([]), watchdog)
+        direct = Client(OPENAI_CHAT, ClientSettings(base_url="https://internal.example/v1", model="m"), Secrets([]), watchdog)
+        assert proxied.session.proxies.get("https") == "http://proxy.example:3128" and not direct.session.proxies
+        assert proxied.session.verify == "/etc/ssl/custom.pem" and not proxied.session.trust_env
+        monkeypatch.setenv("HTTPS_PROXY", "http://elsewhere.example:3128")  # read once: a run's requests all go the same way
+        assert proxied.session.proxies.get("https") == "http://proxy.example:3128"
+    finally:
+        watchdog.close()

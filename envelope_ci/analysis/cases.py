@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..model import Case, Channel, Fingerprint, Grade, Label, Outcome, Pin, Thresholds
 from .channels import Measure, channel_for
@@ -12,7 +12,7 @@ from .channels import Measure, channel_for
 _SEVERITY = [Label.TRUNCATED, Label.SCHEMA, Label.WRONG, Label.RIGHT]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CaseResult:
     """One case, graded over its repeats and judged against its pin."""
 
@@ -52,8 +52,18 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+def _median(values: list[float]) -> float:
+    """``statistics.median``, without its generality: it is asked once per case, mostly of one value."""
+    if len(values) == 1:
+        return values[0]
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def _median_int(values: list[int]) -> int | None:
-    return int(statistics.median_low(values)) if values else None
+    """``statistics.median_low`` as an int (the lower middle value of an even count)."""
+    return int(sorted(values)[(len(values) - 1) // 2]) if values else None
 
 
 def case_label(grades: Sequence[Grade]) -> Label:
@@ -76,7 +86,7 @@ def measure_of(grades: Sequence[Grade]) -> Measure:
         chars=_median_int([g.chars for g in ok if g.chars is not None]),
         tokens=_median_int(reported or estimated),
         tokens_estimated=not reported and bool(estimated),
-        ms=round(statistics.median(times), 3) if times else None,
+        ms=round(_median(times), 3) if times else None,
         ms_p95=round(percentile(times, 0.95) or 0.0, 3) if times else None,
     )
 
@@ -103,6 +113,12 @@ def outcome_of(label: Label, channel: Channel, pin: Pin | None) -> Outcome:
     return Outcome.UNCHANGED
 
 
+@lru_cache(maxsize=256)
+def _fingerprint(lane: str, endpoint_class: str, model_id: str | None, temperature: float, grader_version: str, judge: str | None) -> Fingerprint:
+    """One shared object per distinct fingerprint: a 100k-case run has a handful, not one per case."""
+    return Fingerprint(lane, endpoint_class, model_id, temperature, grader_version, judge)
+
+
 def judge_case(
     case: Case,
     grades: Sequence[Grade],
@@ -117,7 +133,7 @@ def judge_case(
     # A case may set its own temperature; what was sent is what the measurement means.
     temperature = float(case.request.get("temperature", run_fp.temperature))
     judges = ",".join(sorted({g.judge for g in grades if g.judge})) or None  # an llm-rubric's judge is part of the experiment
-    fp = Fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version, judges)
+    fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version, judges)
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
@@ -134,7 +150,7 @@ def judge_case(
     if not label.is_transport:
         reasons += [f"repeat {i} of {len(grades)} got no gradeable answer: {(grades[i - 1].reasons or ('undelivered',))[0]}"
                     for i, g in enumerate(grades, start=1) if g.label.is_transport]
-    if not any(e.kind.failure.value in ("schema", "wrong") for e in case.expectations):
+    if not any(e.kind.failure in ("schema", "wrong") for e in case.expectations):  # a str enum: compared in C, not by .value
         reasons.append("no expectation: this case can only fail on envelope channels (transport, truncation, size, time)")
     return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))
 

@@ -14,7 +14,7 @@ _LABEL_CHANNEL = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Measure:
     """A case's envelope figures, aggregated over its delivered repeats."""
 

@@ -69,6 +69,10 @@ _WHITESPACE = re.compile(r"\s+")
 _LEADING_BLOCK = re.compile(r"^(?:([0-9]{1,9})([.)])|([-+=]))")
 _BACKTICK_RUN = re.compile(r"`+")
 _INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
+# Text that ``cell`` gives back unchanged: letters, digits and punctuation that is never markup
+# (nothing in _MARKDOWN, no whitespace, nothing ``clean`` drops), and no bare URL or issue reference.
+# Most cells (ids, stratum names) are such text; checking it once costs far less than escaping it.
+_VERBATIM = re.compile(r"(?!(?i:.*(?:://|www\.|\bgh-[0-9])))[A-Za-z0-9.,:;/=+-]+")
 
 
 # Dropped outright: bidi controls, C0/C1 controls but tab and newline (category Cc), and the
@@ -78,6 +82,12 @@ _DROPPED = re.compile("[" + "".join(sorted(_BIDI)) + "\x00-\x08\x0b-\x1f\x7f-\x9
 
 def clean(text: str) -> str:
     """Normalise line breaks to "\\n", drop bidi and other control characters, replace lone surrogates with U+FFFD."""
+    # Every character _cleaned changes is a control, format, surrogate, noncharacter, line or paragraph
+    # separator, and none of those is printable: most text (every plain id) has none, and is kept as it is.
+    return text if text.isprintable() else _cleaned(text)
+
+
+def _cleaned(text: str) -> str:
     text = _DROPPED.sub("", _LINE_BREAKS.sub("\n", text))
     return LONE_SURROGATE.sub("\ufffd", text)
 
@@ -101,6 +111,12 @@ def _truncate(text: str, limit: int | None) -> str:
 
 def cell(text: str, limit: int | None = 80) -> str:
     """Make untrusted text safe inside a GFM table cell: one line, inert, at most `limit` visible characters."""
+    if (limit is None or len(text) <= limit) and _VERBATIM.fullmatch(text):
+        return text  # what _escaped_cell gives back unchanged
+    return _escaped_cell(text, limit)
+
+
+def _escaped_cell(text: str, limit: int | None) -> str:
     flat = clean(text).replace("\n", NEWLINE_MARK)
     flat = _SPACES.sub(" ", flat).strip()
     # Truncate before escaping: the limit counts what the reader sees, and an escape

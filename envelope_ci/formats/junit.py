@@ -4,17 +4,63 @@ A case that fails the run (a regression, or a case in a stratum whose floor it b
 ``failure``; a transport label is an ``error``; a case that is not stable but does not fail
 the gate (a known failure, a stretch miss) is ``skipped`` with the reason, so a JUnit
 reporter's red or green matches envelope-ci's verdict.
+
+The XML is written as text, laid out as ElementTree's ``indent`` and ``tostring`` would
+(tests/test_render.py checks the bytes against them): building a 100,000-case tree and
+serialising it cost seconds, one formatted line per element costs a fraction of that.
 """
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+import re
 
 from ..model import Gate
-from ..report.model import Report
+from ..report.model import CaseRow, Report
 from .escape import clean
 
 # A case's gate -> its JUnit element (None: passed).
 JUNIT_KIND = {Gate.FAIL: "failure", Gate.UNDELIVERED: "error", Gate.TOLERATED: "skipped", Gate.PASS: None}
+
+# XML escapes in one pass each (every character replaced at most once, so `&` is never escaped twice):
+# element text needs `&`, `<` and `>`; an attribute value also its quote and the whitespace a parser would normalise.
+_TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_ATTRIBUTE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"})
+# What each table replaces: most values have none of it, and a search is cheaper than a translate through a table.
+_IN_TEXT = re.compile("[&<>]")
+_IN_ATTRIBUTE = re.compile('[&<>"\r\n\t]')
+
+
+def _attrs(pairs: dict[str, str]) -> str:
+    """` name="value"` for each attribute, values escaped."""
+    return "".join(f' {name}="{value.translate(_ATTRIBUTE) if _IN_ATTRIBUTE.search(value) else value}"' for name, value in pairs.items())
+
+
+def _element(tag: str, attrs: dict[str, str], text: str = "") -> str:
+    """One childless element: its escaped text, or self-closed when it has none."""
+    if not text:
+        return f"<{tag}{_attrs(attrs)} />"
+    return f"<{tag}{_attrs(attrs)}>{text.translate(_TEXT) if _IN_TEXT.search(text) else text}</{tag}>"
+
+
+def _testcase(c: CaseRow, kind: str | None, suite: str) -> str:
+    """One case's testcase element, its failure, error or skipped inside it, indented at the testsuite's children's level."""
+    # Ids and paths come from users: XML 1.0 cannot carry control characters at all.
+    attrs = {"classname": f"{suite}.{c.stratum_name}", "name": clean(c.id), "time": f"{(c.ms or 0.0) / 1000.0:.3f}"}
+    if c.file:
+        attrs["file"] = clean(c.file)
+    if c.line:
+        attrs["line"] = str(c.line)
+    if kind is None:
+        return _element("testcase", attrs)
+    reasons = clean("; ".join(c.reasons))
+    label, channel, outcome = c.label.value, c.channel.value, c.outcome.value
+    if kind == "error":
+        inner = _element("error", {"message": f"{label}: {reasons}"[:500], "type": label}, reasons)
+    elif kind == "skipped":
+        inner = _element("skipped", {"message": f"not stable but not failing the gate: {channel} ({outcome}): {reasons}"[:500]})
+    else:
+        inner = _element("failure", {"message": f"{channel} ({outcome}): {reasons}"[:500], "type": channel},
+                         reasons + ("\n\nanswer: " + clean(c.preview) if c.preview else ""))
+    return f"<testcase{_attrs(attrs)}>\n      {inner}\n    </testcase>"
 
 
 def render_junit(report: Report, suite: str = "envelope-ci") -> str:
@@ -23,27 +69,9 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     kinds = [JUNIT_KIND[c.gate] for c in cases]
     counts = {k: str(kinds.count(k)) for k in ("failure", "error", "skipped")}
     total_s = f"{sum((c.ms or 0.0) for c in cases) / 1000.0:.3f}"
-    root = ET.Element("testsuites", name=suite, tests=str(len(cases)), failures=counts["failure"], errors=counts["error"], time=total_s)
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(cases)), failures=counts["failure"], errors=counts["error"],
-                       skipped=counts["skipped"], time=total_s)
-    for c, kind in zip(cases, kinds, strict=True):
-        # Ids and paths come from users: XML 1.0 cannot carry control characters at all.
-        attrs = {"classname": f"{suite}.{c.stratum_name}", "name": clean(c.id), "time": f"{(c.ms or 0.0) / 1000.0:.3f}"}
-        if c.file:
-            attrs["file"] = clean(c.file)
-        if c.line:
-            attrs["line"] = str(c.line)
-        tc = ET.SubElement(ts, "testcase", attrs)
-        if kind is None:
-            continue
-        reasons = clean("; ".join(c.reasons))
-        label, channel, outcome = c.label.value, c.channel.value, c.outcome.value
-        if kind == "error":
-            ET.SubElement(tc, "error", message=f"{label}: {reasons}"[:500], type=label).text = reasons
-        elif kind == "skipped":
-            ET.SubElement(tc, "skipped", message=f"not stable but not failing the gate: {channel} ({outcome}): {reasons}"[:500])
-        else:
-            el = ET.SubElement(tc, "failure", message=f"{channel} ({outcome}): {reasons}"[:500], type=channel)
-            el.text = reasons + ("\n\nanswer: " + clean(c.preview) if c.preview else "")
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
+    head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
+                   "skipped": counts["skipped"], "time": total_s})
+    body = "\n    ".join(_testcase(c, kind, suite) for c, kind in zip(cases, kinds, strict=True))
+    testsuite = f"<testsuite{head}>\n    {body}\n  </testsuite>" if cases else f"<testsuite{head} />"
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  {testsuite}\n</testsuites>\n'

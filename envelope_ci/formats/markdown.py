@@ -36,9 +36,9 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     """A table number: – when not measured, floats to `digits` places."""
     if value is None:
         return "–"
-    if isinstance(value, float) and digits:
-        return f"{value:.{digits}f}"
-    return str(round(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if digits else str(round(value))
+    return str(value)
 
 
 def measures(chars: int | None, tokens: int | None, ms: float | None) -> str:
@@ -154,6 +154,10 @@ FIRST_SCREEN_ROWS = 10
 FAILING_ROWS_IN_COMMENT = 100
 
 
+# An outcome as the tables word it.
+_OUTCOME_WORDS = {o: o.value.replace("_", " ") for o in Outcome}
+
+
 def case_group(case: CaseRow) -> int | None:
     """Which table a case belongs in, from its outcome and gate; None for a stable case."""
     if case.gate is Gate.PASS:
@@ -169,13 +173,14 @@ def _why(case: CaseRow) -> str:
 
 def case_group_table(report: Report, group: int, limit: int | None) -> tuple[str, list[str]]:
     """One group's title with its count, and its table (at most `limit` rows, then how many more)."""
-    cases = [c for c in report.cases if case_group(c) == group]
+    # Most cases are stable (in no group): the gate alone says so, without a call per case.
+    cases = [c for c in report.cases if c.gate is not Gate.PASS and case_group(c) == group]
     if not cases:
         return "", []
     title, with_outcome, sentence = _GROUPS[group]
     rows = [
         [cell(c.id, 60), cell(c.stratum or "–"), c.label.value, c.channel.value,
-         *([c.outcome.value.replace("_", " ")] if with_outcome else []), _why(c), cell(c.preview or "", 80)]
+         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), _why(c), cell(c.preview or "", 80)]
         for c in cases[:limit]
     ]
     headers = ["case", "stratum", "label", "channel", *(["outcome"] if with_outcome else []), "why", "answer"]
@@ -445,7 +450,7 @@ def cases_section(report: Report, detail: Detail) -> list[str]:
             fmt_num(c.chars), fmt_num(c.tokens) + ("~" if c.tokens_estimated else ""),
             *([fmt_num(c.ttft_ms, 1)] if streamed else []),
             fmt_num(c.ms, 1), fmt_num(c.ms_p95, 1), fmt_num(pin.chars if pin else None), fmt_num(pin.ms if pin else None, 1),
-            str(c.attempts), c.outcome.value.replace("_", " "),
+            str(c.attempts), _OUTCOME_WORDS[c.outcome],
         ])
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..model import Envelope, Label
 from ..providers.base import Reply
@@ -27,13 +28,14 @@ STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it 
 _CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Judgement:
     """What the envelope alone says: a transport or truncation label, or None (grade the answer)."""
 
     label: Label | None
     reasons: tuple[str, ...]
     reply: Reply | None
+    parsed: tuple[Any, ...] = ()  # the JSON payload, when telling a cut from a whole answer parsed it (a 1-tuple: it may be null)
 
 
 def spoken_text(reply: Reply) -> str:
@@ -69,17 +71,26 @@ def speaks_json(reply: Reply) -> bool:
 
 def cut_mid_value(text: str) -> bool:
     """True when text starts as JSON and the parser runs off its end: cut, not malformed."""
+    return _read_json(text)[0]
+
+
+def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
+    """Whether text is JSON cut mid-value, and ``(value,)`` when it parses as it is (grading then need not parse it again)."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
-        return False
+        return False, ()
+    try:
+        return False, (json.loads(text),)  # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
+    except json.JSONDecodeError:
+        pass
     try:
         json.loads(stripped)
     except json.JSONDecodeError as exc:
         # Cut whatever the complaint, when its position is the end of the text: the parser wanted
         # more there, or the token it choked on runs to the end. A stray "}" (a trailing comma)
         # or a bad escape followed by more text is malformed, not cut.
-        return exc.pos >= len(stripped) or bool(_CUT_TOKEN.fullmatch(stripped, exc.pos))
-    return False
+        return exc.pos >= len(stripped) or bool(_CUT_TOKEN.fullmatch(stripped, exc.pos)), ()
+    return False, ()
 
 
 def judge(envelope: Envelope) -> Judgement:
@@ -136,9 +147,10 @@ def _judge_reply(reply: Reply) -> Judgement:
         notes.append("finish_reason is 'content_filter' (the provider's policy answered)")
     if reply.refusal is not None and not reply.content:
         notes.append(f"model refused: {reply.refusal[:120]}")
-    if speaks_json(reply) and cut_mid_value(json_payload(reply)):
+    cut, parsed = _read_json(json_payload(reply)) if speaks_json(reply) else (False, ())
+    if cut:
         return Judgement(Label.TRUNCATED, (*notes, "JSON stops mid-value"), reply)
-    return Judgement(None, tuple(notes), reply)
+    return Judgement(None, tuple(notes), reply, parsed)
 
 
 def stream_was_cut(envelope: Envelope) -> bool:

@@ -28,7 +28,7 @@ class Rubric:
     endpoint: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """What the judge said: ``passed`` None when it said nothing usable (``reason`` says why)."""
 

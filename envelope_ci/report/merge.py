@@ -186,7 +186,7 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
     first = shards[0]
     rows = sorted(((s.info.cases[row.id], row) for s in shards for row in s.report.cases), key=lambda pair: pair[0].position)
     declared = first.info.fingerprint
-    results = tuple(result_of(row, extra, declared) for extra, row in rows)
+    results = results_of(rows, declared)
     order = {row.id: i for i, (_, row) in enumerate(rows)}
     stale = sorted(((k, v) for s in shards for k, v in s.info.stale.items()), key=lambda kv: order[kv[0]])
     model_ids = sorted({m for s in shards for m in s.info.model_ids})
@@ -220,18 +220,36 @@ def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None
 _REPEAT = {label: Grade(label, (), None, None, None, None, None, None, False, None, None, 0) for label in Label}
 
 
-def result_of(row: CaseRow, extra: ShardCase, declared: Fingerprint) -> CaseResult:
-    """One case's result as its shard judged it, rebuilt from its row for the whole run's analysis."""
-    temperature = declared.temperature if extra.temperature is None else extra.temperature
-    return CaseResult(
-        case=Case(row.id, row.stratum, (), row.file, row.line, ""),
-        label=row.label,
-        channel=row.channel,
-        reasons=row.reasons,
-        measure=Measure(row.chars, row.tokens, row.tokens_estimated, row.ms, row.ms_p95),
-        grades=tuple(_REPEAT[label] for label in extra.repeats),
-        fingerprint=Fingerprint(declared.lane, declared.endpoint_class, row.model_id, temperature, declared.grader_version),
-        pin=row.pin,
-        comparable=row.comparable,
-        outcome=row.outcome,
+def results_of(rows: Sequence[tuple[ShardCase, CaseRow]], declared: Fingerprint) -> tuple[CaseResult, ...]:
+    """Each case's result as its shard judged it, rebuilt from its row for the whole run's analysis.
+
+    Most cases share their fingerprint and their repeats' labels with many others: each of those
+    (immutable) is built once and shared, not once per case of a 100k-case merge.
+    """
+    fingerprints: dict[tuple[str | None, float | None], Fingerprint] = {}
+    repeats: dict[tuple[Label, ...], tuple[Grade, ...]] = {}
+
+    def fingerprint(model_id: str | None, temperature: float | None) -> Fingerprint:
+        made = fingerprints[(model_id, temperature)] = Fingerprint(
+            declared.lane, declared.endpoint_class, model_id, declared.temperature if temperature is None else temperature, declared.grader_version)
+        return made
+
+    def grades(labels: tuple[Label, ...]) -> tuple[Grade, ...]:
+        made = repeats[labels] = tuple(_REPEAT[label] for label in labels)
+        return made
+
+    return tuple(
+        CaseResult(
+            case=Case(row.id, row.stratum, (), row.file, row.line, ""),
+            label=row.label,
+            channel=row.channel,
+            reasons=row.reasons,
+            measure=Measure(row.chars, row.tokens, row.tokens_estimated, row.ms, row.ms_p95),
+            grades=repeats.get(extra.repeats) or grades(extra.repeats),
+            fingerprint=fingerprints.get((row.model_id, extra.temperature)) or fingerprint(row.model_id, extra.temperature),
+            pin=row.pin,
+            comparable=row.comparable,
+            outcome=row.outcome,
+        )
+        for extra, row in rows
     )

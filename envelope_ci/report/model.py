@@ -233,6 +233,26 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
+class ConcurrencyChange:
+    """From ``t_s`` seconds into the live calls on, at most ``limit`` requests at once."""
+
+    t_s: float
+    limit: int
+
+
+@dataclass(frozen=True)
+class LiveRun:
+    """How a live run was paced: its concurrency over time and its wait on rate limits, so a slow run says why.
+
+    Timing, not evidence: no verdict reads it, and ``envelope-ci merge`` leaves it out.
+    """
+
+    concurrency_max: int  # --concurrency, or fewer when the run had fewer calls
+    concurrency_history: tuple[ConcurrencyChange, ...]  # the first point is (0, concurrency_max); then only changes
+    rate_limit_wait_s: float
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything a run found; report.json is ``to_json`` of this."""
 
@@ -255,6 +275,7 @@ class Report:
     base: BaseDiff | None
     pins_update: PinsUpdate | None = field(default=None, metadata={"omit_none": True})
     next_steps: tuple[NextStep, ...] = ()
+    live: LiveRun | None = field(default=None, metadata={"omit_none": True})  # a live run's report only
     shard: ShardInfo | None = field(default=None, metadata={"omit_none": True})  # a --shard run's report only
     cases: tuple[CaseRow, ...] = ()
 

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..analysis.analyse import Analysis
+from ..analysis.cases import CaseResult
 from ..model import CONFIG_NAMES, Outcome, Verdict
 from .model import NextStep, RunInfo
 
@@ -108,9 +109,16 @@ def _inconclusive_steps(analysis: Analysis, run: RunInfo) -> list[NextStep]:
     """Why the run could not judge, and how to get a run that can."""
     steps = []
     undelivered = [r for r in analysis.results if not r.delivered]
-    if undelivered:
-        first = undelivered[0].reasons[0] if undelivered[0].reasons else "no response"
-        steps.append(NextStep(f"{len(undelivered)} case(s) got no gradeable answer ({_ids([r.case.id for r in undelivered])}; "
+    out_of_time: list[CaseResult] = []
+    unanswered: list[CaseResult] = []
+    for r in undelivered:
+        (out_of_time if any("--max-run-time" in reason for reason in r.reasons) else unanswered).append(r)
+    if out_of_time:
+        steps.append(NextStep(f"the run reached --max-run-time before {len(out_of_time)} case(s) were graded ({_ids([r.case.id for r in out_of_time])}): "
+                              "if a case hangs grading (the blockers name it), fix its pattern or assertion; otherwise raise --max-run-time", None))
+    if unanswered:
+        first = unanswered[0].reasons[0] if unanswered[0].reasons else "no response"
+        steps.append(NextStep(f"{len(unanswered)} case(s) got no gradeable answer ({_ids([r.case.id for r in unanswered])}; "
                               f"first: {first}): check the endpoint and the network, then run again", rerun_command(run)))
     if run.partial is not None:
         steps.append(NextStep(f"a partial run (--filter) cannot pass: grade all {run.partial.total} cases for a verdict", rerun_command(run)))

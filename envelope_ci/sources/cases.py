@@ -20,6 +20,7 @@ from ..canonical import LONE_SURROGATE, digest
 from ..errors import Problem, UsageError
 from ..grading.assertions.base import Expectation
 from ..grading.assertions.registry import lookup, schema_fragments, shorthands
+from ..grading.fastschema import Check, compile_check
 from ..model import STRATA, Case
 from ..parallel import parallel_map
 from .files import CASE_SUFFIXES, case_files
@@ -49,6 +50,20 @@ def _case_validator() -> jsonschema.protocols.Validator:
     return jsonschema.Draft202012Validator(case_schema())
 
 
+@lru_cache(maxsize=1)
+def _case_check() -> Check | None:
+    """The case schema as one compiled yes/no check (5 µs a case, jsonschema's 150): None if a plug-in's keys defeat it."""
+    return compile_check(case_schema())
+
+
+def _schema_errors(data: Any) -> list[jsonschema.ValidationError]:
+    """jsonschema's errors for a case, in field order; only a case the compiled check says no to is walked by jsonschema."""
+    check = _case_check()
+    if check is not None and check(data):
+        return []
+    return sorted(_case_validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+
+
 def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
 
@@ -73,23 +88,42 @@ _SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), whic
 
 def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
     """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text keys."""
+    found = _not_json(value)
+    if found is None:
+        return None
+    keys, why = found
+    for key in reversed(keys):
+        path = LONE_SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
+    return path, why
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and LONE_SURROGATE.search(text) is not None
+
+
+def _not_json(value: Any) -> tuple[list[Any], str] | None:
+    """Why a value is not plain JSON, with the keys down to it innermost first: a path is only spelled out for a finding."""
     if isinstance(value, str):
-        return (path, _SURROGATE_WHY) if LONE_SURROGATE.search(value) else None
+        return ([], _SURROGATE_WHY) if _has_surrogate(value) else None
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, f"{value} is not a JSON number (use null or a finite number)")
+        return None if math.isfinite(value) else ([], f"{value} is not a JSON number (use null or a finite number)")
     if value is None or isinstance(value, (bool, int)):
         return None
-    if not isinstance(value, (dict, list)):
-        return path, f"a YAML {type(value).__name__} is not JSON: quote it"
-    items = value.items() if isinstance(value, dict) else enumerate(value)
-    for key, item in items:
-        here = LONE_SURROGATE.sub("\ufffd", f"{path}.{key}" if path else str(key))
-        if isinstance(value, dict) and not isinstance(key, str):
-            return here, f"key {key!r} is not text: quote it"
-        if isinstance(key, str) and LONE_SURROGATE.search(key):
-            return here, _SURROGATE_WHY
-        found = not_json(item, here)
+    is_dict = isinstance(value, dict)
+    if not is_dict and not isinstance(value, list):
+        return [], f"a YAML {type(value).__name__} is not JSON: quote it"
+    for key, item in value.items() if is_dict else enumerate(value):
+        if is_dict and (type(key) is not str or not key.isascii()):  # an ASCII text key, the commonest, settled at once
+            if not isinstance(key, str):
+                return [key], f"key {key!r} is not text: quote it"
+            if _has_surrogate(key):
+                return [key], _SURROGATE_WHY
+        kind = type(item)
+        if kind is int or kind is bool or item is None or (kind is str and item.isascii()):
+            continue  # the commonest leaves, settled without a call
+        found = _not_json(item)
         if found is not None:
+            found[0].append(key)
             return found
     return None
 
@@ -104,7 +138,7 @@ def validate_raw(raw: RawCase) -> list[Problem]:
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
         problems.append(Problem(raw.file, raw.line_of("recorded"), recorded_problem[0], recorded_problem[1]))
-    for error in sorted(_case_validator().iter_errors(raw.data), key=lambda e: list(map(str, e.absolute_path))):
+    for error in _schema_errors(raw.data):
         if error.absolute_path and error.absolute_path[0] == "recorded":
             continue
         if error.validator in ("oneOf", "anyOf") and error.absolute_path:
@@ -124,7 +158,7 @@ def validate_raw(raw: RawCase) -> list[Problem]:
             message = "give either 'completion' or 'recorded', not both"
         problems.append(Problem(raw.file, raw.line_of(field_name), field_name or None, message))
     problems += [Problem(raw.file, raw.line_of(b), b, f"give either {a!r} or {b!r}, not both") for a, b in _EITHER if a in raw.data and b in raw.data]
-    found_not_json = not_json(raw.data)
+    found_not_json = None if raw.plain else not_json(raw.data)
     if found_not_json is not None:
         where, why = found_not_json
         problems.append(Problem(raw.file, raw.line_of(where), where or None, why))
@@ -152,10 +186,11 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
     return found
 
 
-def expectations_of(raw: RawCase, refs: FileRefs) -> tuple[Expectation, ...]:
-    """The case's assertions with their values prepared (schemas compiled, graders loaded) once; a value that cannot be is a problem on its line."""
+def expectations_of(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expectation]]) -> tuple[Expectation, ...]:
+    """The case's assertions (``written``: as ``_raw_expectations`` found them) with their values prepared (schemas
+    compiled, graders loaded) once; a value that cannot be is a problem on its line."""
     out = []
-    for where, e in _raw_expectations(raw.data):
+    for where, e in written:
         try:
             prepared = e.kind.prepare(e.value, refs.path) if e.kind.prepare is not None and e.value is not None else e.value
         except UsageError as exc:
@@ -164,20 +199,20 @@ def expectations_of(raw: RawCase, refs: FileRefs) -> tuple[Expectation, ...]:
     return tuple(out)
 
 
-def references_of(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, path) of every file a validated case names: its prompt files, its assertions' files."""
+def references_of(data: dict[str, Any], written: list[tuple[str, Expectation]]) -> list[tuple[str, str]]:
+    """(field, path) of every file a validated case names: its prompt files, its assertions' files (``written``)."""
     found = [(key, data[key]) for key in FILE_KEYS if key in data]
-    for where, e in _raw_expectations(data):
+    for where, e in written:
         if e.kind.references is not None and e.value is not None:
             found += [(where, ref) for ref in e.kind.references(e.value)]
     return found
 
 
-def _named_files(raw: RawCase, refs: FileRefs) -> dict[str, str]:
+def _named_files(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expectation]]) -> dict[str, str]:
     """The digest of each file the case names, by its fixtures-hash key; a missing file is a problem on its line."""
     files: dict[str, str] = {}
     problems = []
-    for where, ref in references_of(raw.data):
+    for where, ref in references_of(raw.data, written):
         try:
             files[refs.key(ref)] = refs.digest(ref)
         except UsageError as exc:
@@ -205,7 +240,8 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
     """A validated raw case as a frozen Case; the files it names are part of its digest."""
     data = raw.data
     refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
-    files = _named_files(raw, refs)
+    written = _raw_expectations(data)  # read once: the files they name, then their prepared values
+    files = _named_files(raw, refs, written)
     case_digest = digest([data, files]) if files else (case_digest or digest(data))
     messages = _messages(raw, refs)
     recorded = data.get("recorded")
@@ -218,7 +254,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         file=raw.file,
         line=raw.line,
         digest=case_digest,
-        expectations=expectations_of(raw, refs),
+        expectations=expectations_of(raw, refs, written),
         timeout_s=data.get("timeout_s"),
         completion=data.get("completion"),
         recorded=tuple(recorded) if recorded else None,

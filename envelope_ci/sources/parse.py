@@ -30,7 +30,7 @@ MAX_ALIAS_BYTES = 16 * 2**20
 NODE_BYTES = 64
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RawCase:
     """A case as found in a file (its file's defaults applied), before validation.
 
@@ -43,6 +43,8 @@ class RawCase:
     line: int | None
     key_lines: Mapping[str, int]
     default_vars: frozenset[str] = frozenset()  # vars taken from the file's defaults: they may go unused
+    # The JSON parser vouches that the data is plain JSON (``not_json`` has nothing to find): see ``_vouched``.
+    plain: bool = False
 
     def line_of(self, where: str | None) -> int | None:
         """The line of a dotted field: that of its longest prefix with a known line, else the case's."""
@@ -208,6 +210,10 @@ def _too_deep(text: str) -> int | None:
     return None
 
 
+# ``json.loads`` with these hooks builds a decoder per call; recordings and JSONL fixtures call it per line.
+_DECODE = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+
+
 def loads_strict(text: str) -> Any:
     """``json.loads`` for user files: NaN, Infinity, numbers past what Python holds and deep nesting are NotJSON
     (with their line), not values that poison hashes and reports or errors that end as tracebacks."""
@@ -215,7 +221,9 @@ def loads_strict(text: str) -> Any:
     if deep is not None:
         raise NotJSON(f"nested deeper than {MAX_DEPTH} levels", deep)
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        if text.startswith("\ufeff"):  # json.loads words this one itself
+            return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        return _DECODE(text)
     except _Token as exc:
         raise NotJSON(str(exc), _line_outside_strings(text, exc.pattern)) from None
     except json.JSONDecodeError:
@@ -302,7 +310,7 @@ def apply_defaults(raw: RawCase, defaults: Mapping[str, Any], lines: Mapping[str
         data["vars"] = {**base, **mine}
         default_vars = set(base) - set(mine)
         key_lines.update(_entry_lines("vars", data["vars"], default_vars, lines["vars"], raw.key_lines.get("vars", raw.line)))
-    return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars))
+    return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars), raw.plain)  # the defaults are from the same text
 
 
 def with_defaults(raws: list[RawCase], defaults: dict[str, Any], lines: Mapping[str, int], shown: str) -> list[RawCase]:
@@ -390,6 +398,19 @@ def _id_lines(text: str) -> dict[str, deque[int]]:
     return found
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _vouched(text: str) -> bool:
+    """Whether what ``loads_strict`` made of this text is plain JSON for certain, without walking it.
+
+    It refuses NaN, Infinity and huge numbers, JSON keys are text, and UTF-8 holds no lone
+    surrogate: only a ``\\uD800``-``\\uDFFF`` escape can bring one in (an escaped backslash
+    before "ud800" only costs the walk).
+    """
+    return _SURROGATE_ESCAPE.search(text) is None
+
+
 def parse_json(text: str, shown: str) -> list[RawCase]:
     try:
         data = loads_strict(text)
@@ -400,22 +421,35 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     top_lines = {str(k): _key_line(text, str(k)) for k in data} if isinstance(data, dict) and "defaults" in data else {}
     items, defaults = _split(data, shown, top_lines)
     id_lines = _id_lines(text)
+    plain = _vouched(text)
     out: list[RawCase] = []
     for item in items:
         case_id = item.get("id") if isinstance(item, dict) else None
         lines = id_lines.get(case_id) if isinstance(case_id, str) else None
-        out.append(RawCase(item, shown, lines.popleft() if lines else None, {}))  # a duplicate id gets the next line it is on
+        out.append(RawCase(item, shown, lines.popleft() if lines else None, {}, plain=plain))  # a duplicate id gets the next line it is on
     # json keeps no positions: a problem in the defaults points at the "defaults" key.
     return with_defaults(out, defaults, dict.fromkeys(defaults, top_lines.get("defaults", 1)), shown)
 
 
+# One line as ``str.splitlines`` cuts them: its text, then its end (any of the line boundaries it knows).
+_LINE = re.compile("([^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*)(?:\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])?")
+
+
+def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``enumerate(text.splitlines(), start=1)``, one line at a time: a 50 MB recordings file is not held twice over."""
+    for number, match in enumerate(_LINE.finditer(text), start=1):
+        if match.end() == match.start():  # only at the end of the text
+            return
+        yield number, match.group(1)
+
+
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:
     out, problems = [], []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in numbered_lines(text):
         if not line.strip():
             continue
         try:
-            out.append(RawCase(loads_strict(line), shown, number, {}))
+            out.append(RawCase(loads_strict(line), shown, number, {}, plain=_vouched(line)))
         except json.JSONDecodeError as exc:
             problems.append(json_problem(shown, exc, number - 1))
         except NotJSON as exc:

@@ -18,9 +18,10 @@ from typing import Any
 import jsonschema
 
 from ..errors import Problem, UsageError
+from ..grading.fastschema import Check, compile_check
 from ..model import Case, Envelope
 from .files import read_text
-from .parse import NotJSON, json_problem, loads_strict
+from .parse import NotJSON, json_problem, loads_strict, numbered_lines
 
 
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
@@ -42,7 +43,7 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
 
 def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
     text = read_text(path, path.as_posix())
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in numbered_lines(text):
         if line.strip():
             try:
                 yield number, loads_strict(line)
@@ -60,36 +61,12 @@ def _envelope_validator() -> jsonschema.protocols.Validator:
 
 ENVELOPE_SCHEMA: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))["$defs"]["envelope"]
 _ENVELOPE_KEYS = frozenset(ENVELOPE_SCHEMA["properties"])
-_NUMBER = (int, float)
 
 
-def _plainly_valid(env: Any) -> bool:
-    """A cheap check that implies the envelope schema holds (never the reverse).
-
-    Replays can hold 100k lines and jsonschema costs ~40 µs each; anything this check
-    does not vouch for goes through jsonschema, which also words the error.
-    """
-    if type(env) is not dict or not env.keys() <= _ENVELOPE_KEYS or ("http_status" in env) == ("error" in env):
-        return False
-    status = env.get("http_status")
-    if status is not None and not (type(status) is int and 100 <= status <= 599):
-        return False
-    for key in ("elapsed_ms", "ttft_ms"):
-        value = env.get(key)
-        if value is not None and not (type(value) in _NUMBER and value >= 0):
-            return False
-    headers = env.get("headers", {})
-    if type(headers) is not dict or not all(type(v) is str for v in headers.values()):
-        return False
-    if "error" in env and type(env["error"]) is not str:
-        return False
-    if "attempts" in env and not (type(env["attempts"]) is int and env["attempts"] >= 1):
-        return False
-    if any(key in env and type(env[key]) is not bool for key in ("stream", "stream_complete")):
-        return False
-    if "notes" in env and not (type(env["notes"]) is list and all(type(n) is str for n in env["notes"])):
-        return False
-    return ("request" not in env or type(env["request"]) is dict) and ("judgements" not in env or type(env["judgements"]) is dict)
+@lru_cache(maxsize=1)
+def _envelope_check() -> Check | None:
+    """The envelope schema compiled to a yes/no check: replays can be 100k lines, jsonschema costs ~40 µs each and runs only to word an error."""
+    return compile_check(ENVELOPE_SCHEMA)
 
 
 def envelope_problem(recorded: Any) -> tuple[str, str] | None:
@@ -97,10 +74,10 @@ def envelope_problem(recorded: Any) -> tuple[str, str] | None:
     items = recorded if isinstance(recorded, list) else [recorded]
     if isinstance(recorded, list) and not recorded:
         return "recorded", "a list of repeats needs at least one envelope"
-    validator = _envelope_validator()
+    validator, check = _envelope_validator(), _envelope_check()
     for index, env in enumerate(items):
         prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
-        errors = [] if _plainly_valid(env) else list(validator.iter_errors(env))
+        errors = [] if check is not None and check(env) else list(validator.iter_errors(env))
         if errors:
             return _envelope_error(prefix, env, errors)
         found = _judgement_problem(prefix, env)

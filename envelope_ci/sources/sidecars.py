@@ -88,7 +88,7 @@ def attach_recorded(raws: list[RawCase], path: Path, shown: str) -> list[RawCase
             problems.append(Problem(side_shown, entry.line, "id", f"case {case_id!r} has its own {own[0]!r} "
                                     f"({raw.file}:{raw.line_of(own[0])}): keep one of the two"))
         else:
-            out.append(replace(raw, data={**raw.data, "recorded": entry.recorded}))
+            out.append(replace(raw, data={**raw.data, "recorded": entry.recorded}, plain=False))  # the sidecar is another text
     problems += [Problem(side_shown, e.line, "id", f"{case_id!r} is not a case of {shown}") for case_id, e in entries.items()]
     if problems:
         raise UsageError(problems)

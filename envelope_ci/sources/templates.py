@@ -31,6 +31,8 @@ class _Filler:
     problems: list[tuple[str, str]] = field(default_factory=list)
 
     def __call__(self, where: str, text: str, ref: str | None = None) -> str:
+        if "{{" not in text:  # most texts have no placeholder: skip the scan
+            return text
         unknown: set[str] = set()
         for match in PLACEHOLDER.finditer(text):
             name = match.group(1)

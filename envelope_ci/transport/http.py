@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ class Client:
         for scheme in ("http://", "https://"):
             self.session.mount(scheme, WatchedAdapter())
         self.url = settings.base_url.rstrip("/") + provider.path
+        _read_environment_once(self.session, self.url)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
         self.headers.update(settings.extra_headers)
         if settings.api_key:
@@ -90,6 +92,19 @@ class Client:
         elapsed = (time.perf_counter() - t0) * 1000.0
         detail = deadline_passed(deadline_s) if alarm.fired else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url)
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
+
+
+def _read_environment_once(session: requests.Session, url: str) -> None:
+    """What requests reads from the environment for every request (proxies and NO_PROXY, a CA bundle, ~/.netrc), read once for ``url``.
+
+    Every attempt goes to the same URL, and requests would walk ``os.environ`` and stat ~/.netrc
+    again for each: a fixed cost per attempt that a loaded machine turns into milliseconds.
+    The session then leaves the environment alone and uses what was read, as it would have.
+    """
+    session.proxies.update(requests.utils.get_environ_proxies(url))
+    session.verify = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
+    session.auth = requests.utils.get_netrc_auth(url)
+    session.trust_env = False
 
 
 def failure_detail(exc: BaseException, connect_s: float, deadline_s: float, url: str) -> str:

@@ -17,10 +17,12 @@ from ..model import Case, Envelope, Grade, RetryPolicy
 from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
 from ..report.build import PREVIEW_CHARS
+from ..report.model import ConcurrencyChange, LiveRun
 from ..secrets import Secrets
 from ..sources.recordings import RecordingWriter
 from ..sources.requests import request_record
 from ..urls import endpoint_secrets
+from .adaptive import AdaptiveLimit
 from .http import Client, ClientSettings
 from .progress import Progress
 from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
@@ -46,10 +48,12 @@ class LiveOutcome:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)  # why an interrupted run judges nothing
     cut_streams: int = 0  # attempts whose stream the server cut before a finish_reason (retried as drops)
-    rate_limit_wait_s: float = 0.0  # how long the run was paused on 429s
+    rate_limit_wait_s: float = 0.0  # how long the run was paused on 429s (and held by x-ratelimit-remaining-*: 0)
+    paced_s: float = 0.0  # of it, held by x-ratelimit-remaining-*: 0 before the server had to refuse
     rate_limit_spent: bool = False  # the run reached --max-rate-limit-wait: cases left were not run
     concurrency: int = 1
     budget_spent: str | None = None  # the retry budget ran out and refused retries: how it was set
+    concurrency_history: tuple[tuple[float, int], ...] = ()  # (seconds into the run, limit from then on): changes only
 
     def remarks(self) -> list[str]:
         """Report notes on how the endpoint behaved: what a reader should change, or know, about this run."""
@@ -63,10 +67,30 @@ class LiveOutcome:
             out.append(f"rate limited: the run stopped after waiting {self.rate_limit_wait_s:.1f} s on 429s (--max-rate-limit-wait); "
                        "the cases left are undelivered")
         elif self.rate_limit_wait_s > 0:
-            out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on 429s (attempts are not counted against --max-attempts)")
+            on = "429s" if not self.paced_s else f"rate limits ({self.paced_s:.1f} s of it holding requests until a used-up x-ratelimit-remaining-* reset)"
+            out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on {on} (attempts are not counted against --max-attempts)")
+        out.extend(self._concurrency_remark())
         if self.budget_spent:
             out.append(f"retries ended by the budget, not the server: {self.budget_spent}; raise --retry-budget for a run that resolves them")
         return out
+
+    def _concurrency_remark(self) -> list[str]:
+        """How far 429s (or 503s with Retry-After) lowered the concurrency, and whether answers brought it back."""
+        if not self.concurrency_history:
+            return []
+        top = self.concurrency_history[0][1]
+        low_at, low = min(self.concurrency_history, key=lambda point: (point[1], point[0]))
+        if low == top:
+            return []
+        end_at, end = self.concurrency_history[-1]
+        after = f"back to {top} by {end_at:.1f} s" if end == top else f"{end} at the end"
+        return [f"concurrency lowered from {top} to {low} at {low_at:.1f} s by 429s or 503s with Retry-After, {after} "
+                "(--concurrency is the ceiling)"]
+
+    def live_run(self) -> LiveRun:
+        """The report's ``live`` block."""
+        history = self.concurrency_history or ((0.0, self.concurrency),)
+        return LiveRun(self.concurrency, tuple(ConcurrencyChange(t, n) for t, n in history), round(self.rate_limit_wait_s, 3))
 
 
 def run_live(
@@ -95,9 +119,9 @@ def run_live(
     writer = RecordingWriter(record) if record else None
     watchdog = Watchdog()
     try:
-        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog, judges or {})
+        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog, judges or {}, concurrency)
         threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
-                   for i in range(min(concurrency, len(pool.jobs)) or 1)]
+                   for i in range(pool.limiter.ceiling)]
         for t in threads:
             t.start()
         if _join(threads, pool.stop, grace_s, time.monotonic() + (max_run_s or math.inf)):
@@ -108,7 +132,7 @@ def run_live(
             writer.close()
     if pool.grading_error is not None:
         raise pool.grading_error
-    return replace(pool.outcome(), concurrency=len(threads))
+    return pool.outcome()
 
 
 def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float, deadline: float) -> bool:
@@ -131,14 +155,18 @@ def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float
 
 
 class _Pool:
-    """What the workers share: the job queue, the retry budget and pause, the watchdog, and the grades so far."""
+    """What the workers share: the job queue, the retry budget and pause, the concurrency limit, the watchdog, and the grades so far.
+
+    There are as many workers as the limit's ceiling; the limit gates their attempts, not their number.
+    """
 
     def __init__(self, cases: Sequence[Case], settings: ClientSettings, provider: Provider, policy: RetryPolicy,
                  stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog,
-                 judges: Mapping[str, ClientSettings]) -> None:
+                 judges: Mapping[str, ClientSettings], concurrency: int) -> None:
         self.cases, self.settings, self.provider, self.policy = cases, settings, provider, policy
         self.stop, self.progress, self.writer, self.watchdog, self.judges = stop, progress, writer, watchdog, judges
         self.secrets = Secrets([s for c in (settings, *judges.values()) for s in (c.api_key, *c.extra_headers.values(), *endpoint_secrets(c.base_url))])
+        self.repeats = repeats
         self.jobs: list[Job] = [(i, r) for r in range(repeats) for i in range(len(cases))]
         self._next_job = iter(self.jobs)
         self._job_lock = threading.Lock()
@@ -146,6 +174,7 @@ class _Pool:
         self.results: dict[Job, Grade] = {}
         self.throttle = Throttle(stop, policy.max_rate_limit_wait_s)
         self.budget = Budget.for_run(policy, len(self.jobs))
+        self.limiter = AdaptiveLimit(min(concurrency, len(self.jobs)) or 1, policy.adaptive_concurrency)
         self.cut_streams = 0
         self.out_of_time: str | None = None  # why the run's time was up, if it was
         self.grading_error: Exception | None = None
@@ -173,7 +202,7 @@ class _Pool:
 
     def _call(self, client: Client, case: Case, rng: random.Random) -> tuple[Envelope, list[dict[str, Any]]]:
         try:
-            return call_with_retries(client, case, self.policy, self.budget, self.throttle, self.stop, rng)
+            return call_with_retries(client, case, self.policy, self.budget, self.throttle, self.limiter, self.stop, rng)
         except Exception as exc:  # a bug of ours must cost one case, not a worker's whole queue
             detail = self.secrets.mask(f"{type(exc).__name__}: {exc}")[:300]
             return Envelope(error=f"envelope-ci internal error: {detail}"), [{"attempt": 1, "label": "drop", "error": detail}]
@@ -221,7 +250,8 @@ class _Pool:
     def outcome(self) -> LiveOutcome:
         """Grades per case; a case never finished gets a drop that says why."""
         outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(), cut_streams=self.cut_streams,
-                              rate_limit_wait_s=self.throttle.waited_s, rate_limit_spent=self.throttle.spent,
+                              rate_limit_wait_s=self.throttle.waited_s, paced_s=self.throttle.paced_s, rate_limit_spent=self.throttle.spent,
+                              concurrency=self.limiter.ceiling, concurrency_history=tuple(self.limiter.history),
                               budget_spent=f"{self.budget.spent()}, and {self.budget.refused} failed attempt(s) got no retry" if self.budget.refused else None)
         # A case's repeats in the order they finished, as the recording lists them, so --replay sees the same run.
         with self._done_lock:
@@ -232,6 +262,9 @@ class _Pool:
         why = self._why_stopped()
         for case in missing:
             outcome.grades[case.id] = [grade(Envelope(error=f"not run: {why} before this case finished"), case)]
+        for case in self.cases:  # a repeat never sent is lost evidence, as a dropped one is: the run cannot pass on fewer
+            unsent = self.repeats - len(outcome.grades[case.id])
+            outcome.grades[case.id] += [grade(Envelope(error=f"not run: {why} before this repeat finished"), case)] * max(0, unsent)
         if outcome.interrupted:
             outcome.notes.append(f"{why}: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
         return outcome

@@ -13,9 +13,10 @@ from ..errors import UsageError
 from ..grading.envelope import stream_was_cut, transport_label
 from ..grading.grade import grade
 from ..model import Case, Envelope, Label, RetryPolicy
+from .adaptive import AdaptiveLimit, Pressure
 from .http import Client
 from .reading import OVERSIZED
-from .retry_after import rate_limit_reset_s, retry_after_s
+from .retry_after import rate_limit_reset_s, retry_after_s, spent_limit_reset_s
 
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 _RETRYABLE_4XX = (408, 409, 425, 429)
@@ -82,20 +83,37 @@ class Throttle:
         self._stop = stop
         self.max_wait_s = max_wait_s
         self.waited_s = 0.0  # the run's pause so far: overlapping pauses count once
+        self.paced_s = 0.0  # of it, holding requests until a used-up limit reset (``pace``)
         self.spent = False  # a pause was refused: the run may wait no longer
 
     def pause(self, seconds: float) -> bool:
         """Pause the run ``seconds`` from now; False, pausing nothing, when that would pass the cap."""
         with self._lock:
-            now = time.monotonic()
-            until = max(self._until, now + seconds)
-            more = until - max(self._until, now)
-            if self.spent or self.waited_s + more > self.max_wait_s:
+            if self.spent or self._extend(seconds) is None:
                 self.spent = True
                 return False
-            self.waited_s += more
-            self._until = until
             return True
+
+    def pace(self, seconds: float) -> None:
+        """Hold new attempts ``seconds`` because an answer said its limit is used up, before the server has to refuse them.
+
+        It counts as waiting on rate limits, within the same cap; a hold that would pass the cap
+        is not taken, and the run goes on: the 429 that follows, if one does, decides.
+        """
+        with self._lock:
+            if not self.spent:
+                self.paced_s += self._extend(seconds) or 0.0
+
+    def _extend(self, seconds: float) -> float | None:
+        """Move the pause's end ``seconds`` from now if that stays within the cap; the seconds it added, or None."""
+        now = time.monotonic()
+        until = max(self._until, now + seconds)
+        more = until - max(self._until, now)
+        if self.waited_s + more > self.max_wait_s:
+            return None
+        self.waited_s += more
+        self._until = until
+        return more
 
     def wait(self) -> None:
         while not self._stop.is_set():
@@ -141,6 +159,7 @@ def call_with_retries(
     policy: RetryPolicy,
     budget: Budget,
     throttle: Throttle,
+    limiter: AdaptiveLimit,
     stop: threading.Event,
     rng: random.Random,
 ) -> tuple[Envelope, AttemptLog]:
@@ -148,16 +167,14 @@ def call_with_retries(
 
     A 429 is the server pacing the run, not the case failing: the run waits it out, and it uses
     neither the case's attempts (--max-attempts) nor the run's retry budget; the throttle's cap
-    bounds that waiting instead.
+    bounds that waiting instead. Each attempt takes one of the run's concurrency slots (``limiter``).
     """
     log: AttemptLog = []
     tries = _Tries()
     while True:
-        throttle.wait()
-        env = client.attempt(case)
+        env, failure = _attempt(client, case, limiter, throttle, policy, stop)
         entry = _log_entry(len(log) + 1, env, case)
         log.append(entry)
-        failure = transport_label(env)
         retry, why = retry_verdict(env, failure)
         if not retry:
             said = (f"not retried: {why}",) if failure is not None else ()
@@ -176,6 +193,42 @@ def call_with_retries(
         if gave_up:
             entry["gave_up"] = gave_up
             return replace(env, attempts=len(log), notes=(*env.notes, gave_up)), log
+
+
+def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throttle, policy: RetryPolicy,
+             stop: threading.Event) -> tuple[Envelope, Label | None]:
+    """One attempt in one of the run's concurrency slots, once the run's pause is over; with its transport label.
+
+    What the attempt said sets the run's concurrency, and an answer whose limit is used up
+    (``x-ratelimit-remaining-*: 0``) holds the run's next attempts until that limit resets.
+    """
+    epoch = limiter.acquire(stop)
+    signal = Pressure.NEITHER  # a bug of ours raising here gives the slot back all the same
+    try:
+        throttle.wait()
+        env = client.attempt(case)
+        failure = transport_label(env)
+        signal = pressure(env, failure is None)
+    finally:
+        limiter.release(epoch, signal)
+    if env.http_status != 429:  # a 429's own wait is the retry's
+        _pace(env, throttle, policy)
+    return env, failure
+
+
+def pressure(env: Envelope, answered: bool) -> Pressure:
+    """What an attempt says about the server's capacity: ``answered`` is whether it carried an answer (no transport label)."""
+    status = env.http_status
+    if status == 429 or (status == BUSY_STATUS and retry_after_s(env.headers) is not None):
+        return Pressure.LIMITED
+    return Pressure.ANSWERED if answered else Pressure.NEITHER
+
+
+def _pace(env: Envelope, throttle: Throttle, policy: RetryPolicy) -> None:
+    """Hold the run until a limit this response says is used up resets, unless that is longer than --max-retry-after allows."""
+    reset = spent_limit_reset_s(env.headers)
+    if reset is not None and 0 < reset <= policy.max_retry_after_s:
+        throttle.pace(reset)
 
 
 def _log_entry(attempt: int, env: Envelope, case: Case) -> dict[str, Any]:

@@ -36,11 +36,26 @@ def rate_limit_reset_s(headers: Mapping[str, str]) -> float | None:
     The reset of the limit that is used up (its ``x-ratelimit-remaining-*`` is 0) if the headers
     say which; else the later of the two, so the retry does not arrive before either limit allows it.
     """
+    known, spent = _resets(headers)
+    return max(spent or known, default=None)
+
+
+def spent_limit_reset_s(headers: Mapping[str, str]) -> float | None:
+    """When a limit the headers say is used up (``x-ratelimit-remaining-*`` is 0) resets; None when none is.
+
+    On an answer this is the server saying the next request would be refused: the run holds
+    its requests until then instead of collecting 429s.
+    """
+    return max(_resets(headers)[1], default=None)
+
+
+def _resets(headers: Mapping[str, str]) -> tuple[list[float], list[float]]:
+    """The readable ``x-ratelimit-reset-*`` waits, and those of the limits whose remaining count is 0."""
     lowered = {k.lower(): v for k, v in headers.items()}
     resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")}
     known = {kind: wait for kind, wait in resets.items() if wait is not None}
     spent = [wait for kind, wait in known.items() if str(lowered.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"]
-    return max(spent or known.values(), default=None)
+    return list(known.values()), spent
 
 
 def duration_s(value: str | None) -> float | None:

@@ -25,7 +25,7 @@ class Failure(str, Enum):
     SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Answer:
     """The answer as assertions see it: the text, and the parsed JSON when the case wants JSON."""
 
@@ -59,7 +59,8 @@ class AssertionType:
     that are not JSON): its reasons are labelled ``schema``, in either form, before content.
     ``entry_keys`` are keys its ``assert`` entry takes besides ``value`` (llm-rubric's
     ``endpoint``), each required, with its schema: ``value_problem`` and ``prepare`` then
-    receive ``{"value": ..., KEY: ...}``.
+    receive ``{"value": ..., KEY: ...}``. ``heavy`` marks a check whose cost is not the
+    built-ins' few microseconds (it runs the user's code).
     """
 
     name: str
@@ -77,9 +78,11 @@ class AssertionType:
     references: Callable[[Any], Sequence[str]] | None = None
     check_shape: Check | None = None
     entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Its check runs code of unknown cost (a Python grader): grading is then spread over forked workers.
+    heavy: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Expectation:
     """One assertion of one case, as loaded: its type, prepared value and whether negated."""
 

@@ -1,6 +1,7 @@
 """``is-json`` (shorthand ``schema``): the answer parses as JSON and satisfies this JSON Schema.
 
-Each distinct schema is checked once and compiled once per process, however many cases share it.
+Each distinct schema is checked once and compiled once per process, however many cases share it; an
+answer is run through jsonschema only when the schema's compiled check (``fastschema``) says no.
 A schema's ``$ref`` is followed only inside the schema (and the bundled metaschemas): one that
 points elsewhere, or loops without reading deeper into the answer, is bad input at load time,
 and no validator is ever given a registry that could fetch a URL.
@@ -19,6 +20,7 @@ from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
 from ...canonical import canonical_json
+from ..fastschema import Check, compile_check
 from .base import Answer, AssertionType, Failure
 
 SchemaCheck = Callable[[Any], list[str]]
@@ -48,8 +50,11 @@ def _compiled(schema_json: str) -> SchemaCheck:
     schema = json.loads(schema_json)
     cls = _validator_class(schema)
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_OFFLINE)
+    valid = compile_check(schema) if cls is jsonschema.Draft202012Validator else None
 
     def check(instance: Any) -> list[str]:
+        if valid is not None and _holds(valid, instance):
+            return []  # jsonschema is asked only to word a failure
         try:
             errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
         except RecursionError:  # a deep answer under a recursive schema: the answer is hostile input, not our bug
@@ -57,6 +62,14 @@ def _compiled(schema_json: str) -> SchemaCheck:
         return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
 
     return check
+
+
+def _holds(valid: Check, instance: Any) -> bool:
+    """The compiled check's yes; a recursion too deep for it is left to jsonschema, which words that too."""
+    try:
+        return valid(instance)
+    except RecursionError:
+        return False
 
 
 def compile_schema(schema: Any) -> SchemaCheck:

@@ -51,8 +51,9 @@ def assertion_types() -> Mapping[str, AssertionType]:
     return types
 
 
-def shorthands() -> dict[str, tuple[AssertionType, bool]]:
-    """Flat fixture keys -> (type, negated), in the order their assertions are checked."""
+@lru_cache(maxsize=1)
+def shorthands() -> Mapping[str, tuple[AssertionType, bool]]:
+    """Flat fixture keys -> (type, negated), in the order their assertions are checked (asked of every case: built once)."""
     out: dict[str, tuple[AssertionType, bool]] = {}
     for kind in assertion_types().values():
         if kind.shorthand:

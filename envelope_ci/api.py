@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import math
 import os
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -150,9 +151,10 @@ def read_base_pins(path: Path) -> BaseSource:
 
 def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None, watch: Watch | None = None) -> RunResult:
     """Run the whole pipeline for one configuration and write the reports under ``config.out_dir``."""
+    started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     with _cyclic_gc_paused():
-        return _run(config, base, fetch, watch or Watch())
+        return _run(config, base, fetch, watch or Watch(), started_at)
 
 
 @contextmanager
@@ -192,22 +194,26 @@ class _Gathered:
     live: LiveRun | None = None  # a live run's concurrency over time and wait on rate limits
 
 
-def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str]) -> _Gathered:
+def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str],
+               started_at: float) -> _Gathered:
     """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures').
 
     A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
     """
     if config.base_url:
         headers = settings.resolved_headers(os.environ)
-        outcome = (fetch or partial(_fetch_live, settings=settings))(cases, config, headers)
+        outcome = (fetch or partial(_fetch_live, settings=settings, started_at=started_at))(cases, config, headers)
         return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
                          live=outcome.live_run())
     replay = load_recordings(config.replay, suite_ids) if config.replay else None
     return _Gathered(offline_envelopes(cases, replay), replayed=sum(c.id in replay for c in cases) if replay else 0)
 
 
-def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig) -> LiveOutcome:
-    """The live client, given plain client settings (it never sees a RunConfig); ``settings`` name the llm-rubric judges."""
+def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig, started_at: float) -> LiveOutcome:
+    """The live client, given plain client settings (it never sees a RunConfig); ``settings`` name the llm-rubric judges.
+
+    ``started_at`` is when the run began: --max-run-time counts the loading before the calls too.
+    """
     from .transport.http import ClientSettings
     from .transport.judges import judge_settings
     from .transport.live import fetch_envelopes
@@ -224,10 +230,10 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
         case_timeout_s=config.timeout_s,
     )
     return fetch_envelopes(cases, client, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
-                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, judges=judges)
+                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, started_at=started_at, judges=judges)
 
 
-def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch) -> RunResult:
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float) -> RunResult:
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
     cases = load_cases(config.fixtures_dir, excluded)
@@ -249,7 +255,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     if config.shard:
         cases = shard_select(cases, config.shard)
     watch.phase(_gathering(config))
-    gathered = _envelopes(config, cases, settings, fetch, suite_ids)
+    gathered = _envelopes(config, cases, settings, fetch, suite_ids, started_at)
     watch.phase("grading")
     graded = watch.grade(cases, gathered.envelopes, gathered.grades)
     grades = graded.grades

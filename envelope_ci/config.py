@@ -25,7 +25,7 @@ class RunConfig:
     repeats: int = 1
     stream: bool = False
     timeout_s: float = 120.0
-    max_run_time_s: float | None = None  # --max-run-time: the live phase stops scheduling then (partial reports, exit 3)
+    max_run_time_s: float | None = None  # --max-run-time: the whole run's deadline (partial reports, exit 3)
     retry: RetryPolicy = RetryPolicy()
     record: Path | None = None
     replay: Path | None = None

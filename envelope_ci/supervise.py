@@ -73,10 +73,8 @@ def run(config: RunConfig, base: BaseSource | None = None) -> RunResult:
 
 
 def _kill_at(started: float, limit: float, seen: _Seen) -> float:
-    """When a run still going is killed: ``limit`` s after its start (or its live calls' start), and the graces after that."""
-    if seen.calling_since is None:
-        return started + limit + FINISH_GRACE_S
-    return seen.calling_since + limit + LIVE_GRACE_S + FINISH_GRACE_S
+    """When a run still going is killed: ``limit`` s after its start, and the graces after that (a live run's calls in flight get theirs)."""
+    return started + limit + (LIVE_GRACE_S if seen.calling else 0.0) + FINISH_GRACE_S
 
 
 @dataclass
@@ -84,7 +82,7 @@ class _Seen:
     """What the parent has heard from a child so far (mutable: it fills as the messages arrive)."""
 
     doing: str | None = None  # the phase the run is in
-    calling_since: float | None = None  # when the live calls began, which have --max-run-time of their own
+    calling: bool = False  # the live calls began: those in flight at the deadline get the pool's grace
     order: tuple[str, ...] = ()  # the cases to grade, in the order they are graded
     grades: dict[str, list[Grade]] = field(default_factory=dict)  # the cases graded so far
     out_of_time: str | None = None  # the phase in which the child found its time up (before writing pins)
@@ -95,7 +93,7 @@ class _Seen:
         kind, value = message
         if kind == "phase":
             self.doing = value
-            self.calling_since = time.monotonic() if value == api.CALLING else self.calling_since
+            self.calling = self.calling or value == api.CALLING
         elif kind == "order":
             self.order = value
         elif kind == "graded":
@@ -136,9 +134,7 @@ class _Streaming(api.Watch):
         self.channel, self.limit, self.time_up = channel, limit, started + limit
 
     def phase(self, doing: str) -> None:
-        if doing == api.CALLING:
-            self.time_up = time.monotonic() + self.limit
-        elif doing == api.WRITING_PINS and time.monotonic() >= self.time_up:
+        if doing == api.WRITING_PINS and time.monotonic() >= self.time_up:
             self.channel.send(("out of time", doing))
             raise _OutOfTime(doing)
         self.channel.send(("phase", doing))

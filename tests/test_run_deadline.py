@@ -117,9 +117,30 @@ def test_a_run_past_its_time_when_it_comes_to_the_pins_stops_there():
     with pytest.raises(supervise._OutOfTime):
         late.phase(WRITING_PINS)
     assert sent == [("phase", "analysing the results"), ("out of time", WRITING_PINS)]
-    late.phase(CALLING)  # the live calls have the whole limit again, from their start
-    late.phase(WRITING_PINS)
-    assert sent[-2:] == [("phase", CALLING), ("phase", WRITING_PINS)]
+    late.phase(CALLING)  # live calls do not restart the clock: the run's time counts from its start
+    with pytest.raises(supervise._OutOfTime):
+        late.phase(WRITING_PINS)
+    assert sent[-2:] == [("phase", CALLING), ("out of time", WRITING_PINS)]
+
+
+def test_the_time_spent_loading_counts_against_the_live_calls(tmp_path):
+    """A grader whose import takes 1.5 s, then 700 ms calls one at a time under --max-run-time 2: about half a second is left for calls.
+
+    Counted from the calls' start (as before), three calls would finish and a fourth in the grace; from the run's start, one, and one in the grace.
+    """
+    with FakeOpenAI(Behaviour.ok("Hello", delay_ms=700)) as srv:
+        slow = {"assert": [{"type": "python", "value": "graders/slow.py:ok"}]}
+        suite = make_suite(tmp_path, [case(f"slow-{i}", prompt=f"Hi [[slow-{i}]]", **slow) for i in range(6)],
+                           files={"graders/slow.py": "import time\ntime.sleep(1.5)\n\ndef ok(answer, case):\n    return None\n"})
+        done, took = cli(["run", suite, "--out", tmp_path / "out", "--base-url", srv.url, "--model", "m", "--concurrency", "1",
+                          "--max-run-time", "2"])
+        sent = len(srv.all_requests)
+    assert done.returncode == 3, done.stderr
+    assert took < 12, took
+    assert sent <= 2, sent  # from the calls' start it would be 3 or 4
+    report = reports(tmp_path / "out")
+    assert [row["label"] for row in report["cases"]].count("drop") >= 4
+    assert any("--max-run-time (2 s)" in b for b in report["blockers"]), report["blockers"]
 
 
 def test_a_hang_while_loading_the_fixtures_names_the_phase_and_writes_nothing(tmp_path):

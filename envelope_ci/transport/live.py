@@ -24,6 +24,7 @@ def fetch_envelopes(
     quiet: bool,
     provider: Provider = OPENAI_CHAT,
     max_run_s: float | None = None,
+    started_at: float | None = None,
     judges: Mapping[str, ClientSettings] | None = None,
 ) -> LiveOutcome:
     """Every case's grades from the endpoint, as the CLI wants them: Ctrl-C or --max-run-time ends the run politely, progress goes to stderr."""
@@ -31,4 +32,4 @@ def fetch_envelopes(
     progress = Progress(len(cases) * repeats, quiet=quiet)
     with Interrupts(stop):
         return run_live(cases, settings, provider=provider, concurrency=concurrency, repeats=repeats, policy=policy,
-                        record=record, progress=progress, stop=stop, max_run_s=max_run_s, judges=judges)
+                        record=record, progress=progress, stop=stop, max_run_s=max_run_s, started_at=started_at, judges=judges)

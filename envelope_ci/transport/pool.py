@@ -107,11 +107,13 @@ def run_live(
     grace_s: float = 5.0,
     seed: int | None = None,
     max_run_s: float | None = None,
+    started_at: float | None = None,
     judges: Mapping[str, ClientSettings] | None = None,
 ) -> LiveOutcome:
     """Every (case, repeat) through a bounded worker pool, so a slow endpoint is called in parallel but never flooded.
 
-    ``stop`` ends scheduling, and so does ``max_run_s`` (--max-run-time) passing; calls in flight then
+    ``stop`` ends scheduling, and so does ``max_run_s`` (--max-run-time) passing, counted from ``started_at``
+    (``time.monotonic()`` when the run began: loading the fixtures used some of it; default now); calls in flight then
     get ``grace_s`` to finish, and are cut after it. ``seed`` makes the backoff jitter reproducible.
     A grader that raised is raised again once the run is over, as when grading came after it.
     ``judges`` are the llm-rubric endpoints by name: each answer is judged before it is graded and recorded.
@@ -124,7 +126,8 @@ def run_live(
                    for i in range(pool.limiter.ceiling)]
         for t in threads:
             t.start()
-        if _join(threads, pool.stop, grace_s, time.monotonic() + (max_run_s or math.inf)):
+        started = time.monotonic() if started_at is None else started_at
+        if _join(threads, pool.stop, grace_s, started + (max_run_s or math.inf)):
             pool.out_of_time = f"the run reached --max-run-time ({max_run_s:g} s)"
     finally:
         watchdog.close()  # calls still in flight after the grace are cut here

@@ -8,7 +8,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,15 +21,35 @@ MIN_ITEMS = 4000
 _work: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 
 
+_HANDLED = {signal.SIGTERM, signal.SIGINT}
+
+
 def _default_signals() -> None:
     """In a forked child: the signals as Python starts them, not the parent's handlers.
 
     The command line handles SIGTERM by asking the run to stop politely; a child that
     inherited that handler would ignore the pool's own SIGTERM and the parent would wait on
-    it for ever. The parent alone answers Ctrl-C.
+    it for ever. The parent alone answers Ctrl-C. The child was forked with both signals
+    blocked (``_forking``): one sent before this ran waits, and is answered by default now.
     """
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
+
+
+@contextmanager
+def _forking() -> Iterator[None]:
+    """Block SIGTERM and SIGINT while children are forked, so none meets the parent's handler before its own are set.
+
+    Without it, a pool that finished its work before a slow child ran its initializer ends that
+    child with SIGTERM into the command line's polite handler, and waits on it for ever (seen under
+    load). The parent gets a signal sent meanwhile once the children exist.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _child(job: Callable[[], None]) -> None:
@@ -50,8 +71,9 @@ def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) 
         return
     ctx = multiprocessing.get_context("fork")
     children = [ctx.Process(target=_child, args=(job,)) for job in jobs[1:]]
-    for child in children:
-        child.start()
+    with _forking():
+        for child in children:
+            child.start()
     try:
         jobs[0]()  # the parent does one share itself
     finally:
@@ -72,7 +94,9 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_
     slices = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
     _work = (fn, items)
     try:
-        with multiprocessing.get_context("fork").Pool(len(slices), initializer=_default_signals) as pool:
+        with _forking():
+            pool = multiprocessing.get_context("fork").Pool(len(slices), initializer=_default_signals)
+        with pool:
             parts = pool.map(_run_slice, slices)
     finally:
         _work = None

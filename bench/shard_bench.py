@@ -179,6 +179,11 @@ def speedup(args: argparse.Namespace) -> None:
         speedup_row("offline", fixtures, root, args.shards, ["--replay", str(recordings)], exact=True)
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages: on a shared machine they say how far to trust a wall time."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def merge_time(args: argparse.Namespace) -> None:
     n, count = args.merge_cases, args.shards
     print(f"== merge: {count} shard reports of {n // count:,} cases ({n:,} in all), merged {args.repeat} times")
@@ -188,6 +193,7 @@ def merge_time(args: argparse.Namespace) -> None:
         shards_s, reports = shards_at_once(fixtures, root, count, ["--replay", str(recordings)])
         size = sum(r.stat().st_size for r in reports) / 1e6
         print(f"shard runs        {shards_s:.1f} s for the {count} at once; reports {size:.0f} MB in all")
+        print(f"load average before the merges {_load()}")
         walls: list[float] = []
         cpus: list[float] = []
         parts: dict[str, list[float]] = {"merge": [], "read": [], "write": [], "rss": []}
@@ -206,6 +212,8 @@ def merge_time(args: argparse.Namespace) -> None:
               f"CPU (user + system) median {statistics.median(cpus):.2f} s")
         print(f"api.merge inside        median {merge_s:.2f} s: reading the reports {read_s:.2f} s, writing the three formats "
               f"{write_s:.2f} s, judging and building the report {merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
+        print(f"each merge: wall {' / '.join(f'{w:.2f}' for w in walls)} s, CPU {' / '.join(f'{c:.2f}' for c in cpus)} s; "
+              f"load average after {_load()}")
         ok = statistics.median(walls) < 5.0
         print(f"target: merge of {count} x {n // count:,} under 5 s: {'PASS' if ok else 'MISS'}")
 

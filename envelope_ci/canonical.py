@@ -15,9 +15,14 @@ from typing import Any
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time, and a
+# suite's load encodes each case three times (its digest, its schema checked, then compiled).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, no insignificant whitespace, UTF-8 kept as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _CANONICAL(value)
 
 
 def digest(value: Any) -> str:

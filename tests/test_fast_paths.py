@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from envelope_ci.formats.escape import _cleaned, _escaped_cell, cell, clean
 from envelope_ci.formats.junit import JUNIT_KIND, render_junit
 from envelope_ci.model import Channel, Gate, Label, Outcome
-from envelope_ci.report.codec import from_json
+from envelope_ci.report.codec import from_json, to_json
 from envelope_ci.report.model import CaseRow, Report, ShardCase
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -128,6 +128,18 @@ def test_a_key_left_out_reads_as_none(case, row, dropped):
     data = plain_json(row)
     del data[dropped]
     assert getattr(from_json(CaseRow, data), dropped) is None
+
+
+@bounded(100)
+@given(row=st.from_type(CaseRow), data=st.data())
+def test_keys_in_any_order_or_unknown_read_as_the_fields_and_write_in_field_order(row, data):
+    """A row is read by copying its whole dict when every key is a field's: another order or a foreign key changes nothing."""
+    plain = plain_json(row)
+    shuffled = dict(data.draw(st.permutations(list(plain.items()))))
+    back = from_json(CaseRow, shuffled)
+    assert same(back, as_dicts(row))
+    assert list(to_json(back).items()) == list(plain.items())
+    assert same(from_json(CaseRow, {**shuffled, "unknown": 1}), as_dicts(row))
 
 
 # -- junit.xml as ElementTree writes it ------------------------------------------------------------

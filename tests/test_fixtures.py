@@ -13,7 +13,7 @@ from envelope_ci.model import Envelope
 from envelope_ci.sources.cases import case_schema, load_cases
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES
-from envelope_ci.sources.recordings import load_recordings, offline_envelopes
+from envelope_ci.sources.recordings import Replay, load_recordings, offline_envelopes
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -242,8 +242,9 @@ def test_offline_envelopes_sources(tmp_path):
     assert envs["c"] == [Envelope(completion="text")]
     assert envs["r"][0].body["choices"][0]["message"]["content"] == "one" and envs["r"][0].http_status == 200
     assert len(envs["l"]) == 2
-    replay = {"c": [Envelope(http_status=200, body=chat_body("replayed"))]}
-    assert offline_envelopes(cases, replay)["c"] == replay["c"]
+    replay = Replay({"c": [json.dumps({"id": "c", "recorded": recorded(chat_body("replayed"))})]}, {"c": [None]})
+    assert offline_envelopes(cases, replay)["c"] == replay.envelopes("c")
+    assert offline_envelopes(cases, replay)["c"][0].body["choices"][0]["message"]["content"] == "replayed"
 
 
 def test_case_with_nothing_to_grade_offline(tmp_path):
@@ -257,8 +258,8 @@ def test_case_with_nothing_to_grade_offline(tmp_path):
 def test_load_recordings(tmp_path):
     path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
     out = load_recordings(path, {"a", "b", "c"})
-    assert [e.elapsed_ms for e in out["a"]] == [10.0, 1.2] and out["a"][1].error
-    assert len(out["b"]) == 2 and "c" not in out
+    assert [e.elapsed_ms for e in out.envelopes("a")] == [10.0, 1.2] and out.envelopes("a")[1].error
+    assert len(out.envelopes("b")) == 2 and "c" not in out.lines and out.requests["b"] == [None, None]
 
 
 def test_recordings_problems_name_the_line(tmp_path):

@@ -181,7 +181,8 @@ def test_retries_wait_for_the_backoff(matrix, key):
     srv, _ = matrix
     (gap,) = gaps(srv, key)
     timeout = MATRIX[key][1].get("timeout_s", 0)
-    assert BACKOFF_1[0] + timeout - 0.01 <= gap <= BACKOFF_1[1] + timeout + 0.5
+    # Never sooner than the backoff; later only by scheduling (1.5 s leaves room for a loaded 2-core runner).
+    assert BACKOFF_1[0] + timeout - 0.01 <= gap <= BACKOFF_1[1] + timeout + 1.5
 
 
 def test_rejected_requests_report_their_status(matrix):

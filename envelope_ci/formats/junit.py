@@ -29,9 +29,14 @@ _IN_TEXT = re.compile("[&<>]")
 _IN_ATTRIBUTE = re.compile('[&<>"\r\n\t]')
 
 
+def _value(text: str) -> str:
+    """An attribute value, escaped."""
+    return text.translate(_ATTRIBUTE) if _IN_ATTRIBUTE.search(text) else text
+
+
 def _attrs(pairs: dict[str, str]) -> str:
     """` name="value"` for each attribute, values escaped."""
-    return "".join(f' {name}="{value.translate(_ATTRIBUTE) if _IN_ATTRIBUTE.search(value) else value}"' for name, value in pairs.items())
+    return "".join(f' {name}="{_value(value)}"' for name, value in pairs.items())
 
 
 def _element(tag: str, attrs: dict[str, str], text: str = "") -> str:
@@ -41,16 +46,16 @@ def _element(tag: str, attrs: dict[str, str], text: str = "") -> str:
     return f"<{tag}{_attrs(attrs)}>{text.translate(_TEXT) if _IN_TEXT.search(text) else text}</{tag}>"
 
 
-def _testcase(c: CaseRow, kind: str | None, suite: str) -> str:
-    """One case's testcase element, its failure, error or skipped inside it, indented at the testsuite's children's level."""
+def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
+    """One case's testcase element, its failure, error or skipped inside it, indented at the testsuite's children's level.
+
+    ``classname`` and ``place`` (the file attribute) come escaped: most cases share theirs with many others.
+    """
     # Ids and paths come from users: XML 1.0 cannot carry control characters at all.
-    attrs = {"classname": f"{suite}.{c.stratum_name}", "name": clean(c.id), "time": f"{(c.ms or 0.0) / 1000.0:.3f}"}
-    if c.file:
-        attrs["file"] = clean(c.file)
-    if c.line:
-        attrs["line"] = str(c.line)
+    line = f' line="{c.line}"' if c.line else ""
+    attrs = f' classname="{classname}" name="{_value(clean(c.id))}" time="{(c.ms or 0.0) / 1000.0:.3f}"{place}{line}'
     if kind is None:
-        return _element("testcase", attrs)
+        return f"<testcase{attrs} />"
     reasons = clean("; ".join(c.reasons))
     label, channel, outcome = c.label.value, c.channel.value, c.outcome.value
     if kind == "error":
@@ -60,7 +65,7 @@ def _testcase(c: CaseRow, kind: str | None, suite: str) -> str:
     else:
         inner = _element("failure", {"message": f"{channel} ({outcome}): {reasons}"[:500], "type": channel},
                          reasons + ("\n\nanswer: " + clean(c.preview) if c.preview else ""))
-    return f"<testcase{_attrs(attrs)}>\n      {inner}\n    </testcase>"
+    return f"<testcase{attrs}>\n      {inner}\n    </testcase>"
 
 
 def render_junit(report: Report, suite: str = "envelope-ci") -> str:
@@ -72,6 +77,8 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
     head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
-    body = "\n    ".join(_testcase(c, kind, suite) for c, kind in zip(cases, kinds, strict=True))
+    classnames = {name: _value(f"{suite}.{name}") for name in {c.stratum_name for c in cases}}
+    places = {file: f' file="{_value(clean(file))}"' if file else "" for file in {c.file for c in cases}}
+    body = "\n    ".join(_testcase(c, kind, classnames[c.stratum_name], places[c.file]) for c, kind in zip(cases, kinds, strict=True))
     testsuite = f"<testsuite{head}>\n    {body}\n  </testsuite>" if cases else f"<testsuite{head} />"
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  {testsuite}\n</testsuites>\n'

@@ -9,6 +9,7 @@ import copy
 import difflib
 import json
 import math
+from collections import deque
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -297,7 +298,11 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
             raws += attach_recorded(parse_file(path, shown), path, shown)
         except UsageError as exc:
             problems += exc.problems
-    for raw, (found, case_digest) in zip(raws, parallel_map(checked, raws), strict=True):
+    # Each raw case let go once built: held to the end, they and the cases together set a big suite's peak memory.
+    pending = deque(zip(raws, parallel_map(checked, raws), strict=True))
+    raws.clear()
+    while pending:
+        raw, (found, case_digest) = pending.popleft()
         if found:
             problems += found
             continue

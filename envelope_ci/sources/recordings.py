@@ -10,6 +10,7 @@ import difflib
 import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -21,7 +22,7 @@ from ..errors import Problem, UsageError
 from ..grading.fastschema import Check, compile_check
 from ..model import Case, Envelope
 from .files import read_text
-from .parse import NotJSON, json_problem, loads_strict, numbered_lines
+from .parse import NotJSON, json_problem, loads_checked, loads_strict, numbered_lines
 
 
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
@@ -36,17 +37,30 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         attempts=int(data.get("attempts", 1)),
         stream_complete=data.get("stream_complete"),
         notes=tuple(data.get("notes") or ()),
-        request=data.get("request") if isinstance(data.get("request"), dict) else None,
+        request=request_of(data),
         judgements={rubric: envelope_from_raw(j) for rubric, j in (data.get("judgements") or {}).items()},
     )
 
 
+def request_of(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The request a recorded envelope says it answered (``sources.requests``), if it says."""
+    request = data.get("request")
+    return request if isinstance(request, dict) else None
+
+
 def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
+    """Each line of a recordings file parsed, with its number."""
+    for number, _, item in _lines_of(path):
+        yield number, item
+
+
+def _lines_of(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """Each line of a recordings file: its number, its text and its value."""
     text = read_text(path, path.as_posix())
     for number, line in numbered_lines(text):
         if line.strip():
             try:
-                yield number, loads_strict(line)
+                yield number, line, loads_strict(line)
             except json.JSONDecodeError as exc:
                 raise UsageError([json_problem(path.as_posix(), exc, number - 1)]) from None
             except NotJSON as exc:
@@ -107,14 +121,37 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
     return prefix + (f".{where}" if where else ""), error.message
 
 
-def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]:
+def _repeats(recorded: Any) -> list[Any]:
+    """A ``recorded`` value's envelopes: one, or a list of repeats."""
+    return recorded if isinstance(recorded, list) else [recorded]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A ``--replay`` file, checked: each case's lines kept as text until the case is graded.
+
+    Parsed, a recorded answer is about four times its line, and every one would be held until
+    the last case is graded (100,000 bench lines: ~270 MB parsed, ~60 MB as text). The
+    requests the envelopes answered are kept as read: the staleness check needs nothing else.
+    """
+
+    lines: Mapping[str, list[str]]  # case id -> its lines, in file order (repeats)
+    requests: Mapping[str, list[Mapping[str, Any] | None]]  # case id -> each envelope's recorded request
+
+    def envelopes(self, case_id: str) -> list[Envelope]:
+        """A case's envelopes, built now from its lines (checked when read)."""
+        return [envelope_from_raw(env) for line in self.lines[case_id] for env in _repeats(loads_checked(line)["recorded"])]
+
+
+def load_recordings(path: Path, case_ids: set[str]) -> Replay:
     """A ``--replay`` file: JSONL of ``{"id", "recorded"}``; lines for one id are its repeats."""
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
     shown = path.as_posix()
-    out: dict[str, list[Envelope]] = {}
+    lines: dict[str, list[str]] = {}
+    requests: dict[str, list[Mapping[str, Any] | None]] = {}
     problems: list[Problem] = []
-    for number, item in iter_recordings(path):
+    for number, line, item in _lines_of(path):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
             problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
             continue
@@ -125,12 +162,11 @@ def load_recordings(path: Path, case_ids: set[str]) -> dict[str, list[Envelope]]
         if found is not None:
             problems.append(Problem(shown, number, found[0], found[1]))
             continue
-        recorded = item["recorded"]
-        for env in recorded if isinstance(recorded, list) else [recorded]:
-            out.setdefault(item["id"], []).append(envelope_from_raw(env))
+        lines.setdefault(item["id"], []).append(line)
+        requests.setdefault(item["id"], []).extend(map(request_of, _repeats(item["recorded"])))
     if problems:
         raise UsageError(problems)
-    return out
+    return Replay(lines, requests)
 
 
 def envelope_to_raw(env: Envelope) -> dict[str, Any]:
@@ -175,22 +211,40 @@ class RecordingWriter:
             self._fh.close()
 
 
-def offline_envelopes(cases: Sequence[Case], replay: Mapping[str, list[Envelope]] | None) -> dict[str, list[Envelope]]:
-    """Recorded envelopes: a replay file first, then what each fixture embeds."""
-    out: dict[str, list[Envelope]] = {}
-    missing: list[Problem] = []
-    for case in cases:
-        if replay and case.id in replay:
-            out[case.id] = replay[case.id]
-        elif case.recorded:
-            out[case.id] = [envelope_from_raw(e) for e in case.recorded]
-        elif case.completion is not None:
-            out[case.id] = [Envelope(completion=case.completion)]
-        else:
-            where = " and it is not in the --replay file either" if replay is not None else ""
-            missing.append(Problem(case.file, case.line, "completion",
-                                   f"case {case.id!r} has no 'completion' or 'recorded' to grade offline{where} "
-                                   "(record one, run it live with --base-url, or replay a recordings file that holds it)"))
+@dataclass(frozen=True, eq=False)
+class Recorded(Mapping[str, list[Envelope]]):
+    """The envelopes to grade offline by case id, each case's built only when asked for (as it is graded).
+
+    ``requests`` are what each case's recordings answered, for the staleness check: a bare
+    ``completion`` is a hand-written answer, not a recording, and has none.
+    """
+
+    cases: Mapping[str, Case]
+    replay: Replay | None
+    requests: Mapping[str, list[Mapping[str, Any] | None]]
+
+    def __getitem__(self, case_id: str) -> list[Envelope]:
+        if self.replay and case_id in self.replay.lines:
+            return self.replay.envelopes(case_id)
+        case = self.cases[case_id]
+        return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.cases)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+
+def offline_envelopes(cases: Sequence[Case], replay: Replay | None) -> Recorded:
+    """Recorded envelopes: a replay file first, then what each fixture embeds; every case must have one."""
+    replayed = replay.lines if replay else {}
+    missing = [Problem(case.file, case.line, "completion",
+                       f"case {case.id!r} has no 'completion' or 'recorded' to grade offline"
+                       f"{' and it is not in the --replay file either' if replay is not None else ''} "
+                       "(record one, run it live with --base-url, or replay a recordings file that holds it)")
+               for case in cases if case.id not in replayed and not case.recorded and case.completion is None]
     if missing:
         raise UsageError(missing)
-    return out
+    requests = {c.id: replay.requests[c.id] if replay and c.id in replayed else [request_of(e) for e in c.recorded or ()] for c in cases}
+    return Recorded({c.id: c for c in cases}, replay, requests)

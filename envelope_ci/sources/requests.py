@@ -9,7 +9,7 @@ case would send now.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,15 +108,15 @@ def staleness(case: Case, recorded: list[Mapping[str, Any] | None], temperature:
     return None, unverified
 
 
-def check_recordings(cases: list[Case] | tuple[Case, ...], envelopes: Mapping[str, list[Any]], temperature: float) -> Staleness:
-    """Every case's recordings against the request it would send now (offline and replayed runs only).
+def check_recordings(cases: list[Case] | tuple[Case, ...], requests: Mapping[str, Sequence[Mapping[str, Any] | None]], temperature: float) -> Staleness:
+    """Every case's recordings (``requests``: what each of its recordings says it answered) against the request it would send now.
 
-    A bare ``completion`` is a hand-written answer, not a recording: it is neither checked nor counted.
+    Offline and replayed runs only. A bare ``completion`` is a hand-written answer, not a recording: it has no requests.
     """
     stale: dict[str, str] = {}
     unverified: list[str] = []
     for case in cases:
-        recorded = [e.request for e in envelopes.get(case.id, ()) if e.completion is None]
+        recorded = list(requests.get(case.id, ()))
         if not recorded:
             continue
         moved, legacy = staleness(case, recorded, temperature)

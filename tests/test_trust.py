@@ -64,6 +64,10 @@ def test_rule_1_fingerprint_change_warn_keeps_the_old_behaviour(tmp_path):
     replay = write_replay(tmp_path / "r.jsonl", [("s-right", answer_envelope(model=OTHER_MODEL))])
     result, report = run_report(gate, tmp_path / "out", "--replay", replay)
     assert result.code == 0 and report["alerts"] == [] and report["lanes"]["fingerprint_mismatches"] == 1
+    # not a failure, but never silent: the notes (so report.md, the comment and the console) say what differs
+    (note,) = [n for n in report["notes"] if "another fingerprint" in n]
+    assert f"model id {MODEL} → {OTHER_MODEL}" in note and "(1 case(s): s-right)" in note and "fingerprint_change: warn" in note
+    assert r"fingerprint\_change: warn keeps this from failing the run" in (tmp_path / "out" / "report.md").read_text("utf-8")
 
 
 def test_rule_2_every_digest_is_checked_not_only_the_top_hash(tmp_path):

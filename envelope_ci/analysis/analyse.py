@@ -46,6 +46,7 @@ class Analysis:
     verdict: Verdict
     blockers: tuple[str, ...]
     stale: tuple[str, ...] = ()  # cases graded on recordings of another request: the next step re-records them
+    warnings: tuple[str, ...] = ()  # findings a team chose not to fail on (fingerprint_change: warn): the report's notes say them
 
 
 def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
@@ -59,14 +60,29 @@ def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
 
 def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> Alert | None:
     """``fingerprint_changed``: the pins are another experiment, so size and time went unjudged."""
+    said = _fingerprint_change(results)
+    if said is None or thresholds.fingerprint_change != "fail":
+        return None
+    return Alert("fingerprint_changed", None, f"{said}. Size and time were not judged; re-pin under the new fingerprint on an "
+                 "adjudication run (--move-baseline), or run with the pinned settings")
+
+
+def fingerprint_warning(results: Sequence[CaseResult], thresholds: Thresholds) -> str | None:
+    """The same finding under ``fingerprint_change: warn``: not a failure, but never silent."""
+    said = _fingerprint_change(results)
+    if said is None or thresholds.fingerprint_change != "warn":
+        return None
+    return f"{said}; size and time were not judged (fingerprint_change: warn keeps this from failing the run)"
+
+
+def _fingerprint_change(results: Sequence[CaseResult]) -> str | None:
+    """What differs between the run and its pins, and for which cases; None when nothing does."""
     groups = fingerprint_changes(results)
-    if not groups or thresholds.fingerprint_change != "fail":
+    if not groups:
         return None
     count = sum(len(ids) for ids in groups.values())
     parts = [f"{what} ({len(ids)} case(s): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''})" for what, ids in groups.items()]
-    return Alert("fingerprint_changed", None, f"{count} case(s) ran under another fingerprint than their pins: {'; '.join(parts)}. "
-                 "Size and time were not judged; re-pin under the new fingerprint on an adjudication run (--move-baseline), "
-                 "or run with the pinned settings")
+    return f"{count} case(s) ran under another fingerprint than their pins: {'; '.join(parts)}"
 
 
 def lowered_alert(lowered: Sequence[str], thresholds: Thresholds) -> Alert | None:
@@ -154,5 +170,6 @@ def conclude(
     if extra_blockers:  # an interrupted run judged nothing it did not finish: never a pass or a fail
         verdict = Verdict.INCONCLUSIVE
     gates = tuple(case_gate(r, alerts) for r in results)
+    warnings = tuple(w for w in (fingerprint_warning(results, thresholds),) if w)
     return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp, verdict, tuple(blockers),
-                    tuple(shape.stale))
+                    tuple(shape.stale), warnings)

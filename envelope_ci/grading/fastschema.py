@@ -11,6 +11,7 @@ caller runs it when the check says no, so every message stays jsonschema's own.
 from __future__ import annotations
 
 import numbers
+import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -257,24 +258,12 @@ def _pattern(value: Any) -> Check:
     return lambda x: not isinstance(x, str) or search(x) is not None
 
 
-def _min_length(value: Any) -> Check:
-    n = _count(value)
-    return lambda x: not isinstance(x, str) or len(x) >= n
-
-
-def _max_length(value: Any) -> Check:
-    n = _count(value)
-    return lambda x: not isinstance(x, str) or len(x) <= n
-
-
-def _min_items(value: Any) -> Check:
-    n = _count(value)
-    return lambda x: not isinstance(x, list) or len(x) >= n
-
-
-def _max_items(value: Any) -> Check:
-    n = _count(value)
-    return lambda x: not isinstance(x, list) or len(x) <= n
+def _sized(kind: type[str] | type[list[Any]], within: Callable[[int, int], bool]) -> Callable[[Any], Check]:
+    """minLength, maxLength, minItems, maxItems: a bound on ``len`` that only values of ``kind`` must keep."""
+    def compile_bound(value: Any) -> Check:
+        n = _count(value)
+        return lambda x: not isinstance(x, kind) or within(len(x), n)
+    return compile_bound
 
 
 def _minimum(value: Any) -> Check:
@@ -303,10 +292,10 @@ _SIMPLE: Mapping[str, Callable[[Any], Check]] = {
     "enum": _enum,
     "const": _const,
     "pattern": _pattern,
-    "minLength": _min_length,
-    "maxLength": _max_length,
-    "minItems": _min_items,
-    "maxItems": _max_items,
+    "minLength": _sized(str, operator.ge),
+    "maxLength": _sized(str, operator.le),
+    "minItems": _sized(list, operator.ge),
+    "maxItems": _sized(list, operator.le),
     "minimum": _minimum,
     "maximum": _maximum,
     "exclusiveMinimum": _exclusive_minimum,

@@ -109,7 +109,7 @@ def build_report(
         alerts=tuple(dict.fromkeys(a.code for a in analysis.alerts)),
         alert_details=tuple(Alert(a.code, a.stratum, scrub(a.message)) for a in analysis.alerts),
         blockers=scrub(analysis.blockers),
-        notes=scrub(tuple(notes)),
+        notes=scrub((*notes, *analysis.warnings)),
         summary=analysis.summary,
         strata=analysis.strata,
         lanes=analysis.lanes,

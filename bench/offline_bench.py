@@ -16,6 +16,9 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from envelope_ci import cli
@@ -64,17 +67,41 @@ def generate(root: Path, n: int, seed: int) -> tuple[Path, Path]:
     return fixtures, recordings
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+@dataclass(frozen=True)
+class Suite:
+    """A generated suite in a temporary folder: the fixtures, the recordings, and what making them took."""
+
+    root: Path
+    fixtures: Path
+    recordings: Path
+    generated_s: float
+    size_mb: float
+
+
+def bench_args(doc: str | None) -> argparse.Namespace:
+    """``--cases`` and ``--seed``, as every offline bench takes them."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+@contextmanager
+def generated_suite(cases: int, seed: int) -> Iterator[Suite]:
+    """The generated suite, removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t0 = time.perf_counter()
-        fixtures, recordings = generate(root, args.cases, args.seed)
-        t_gen = time.perf_counter() - t0
+        fixtures, recordings = generate(root, cases, seed)
+        generated_s = time.perf_counter() - t0
         size_mb = (os.path.getsize(fixtures / "cases.jsonl") + os.path.getsize(recordings)) / 1e6
+        yield Suite(root, fixtures, recordings, generated_s, size_mb)
+
+
+def main() -> int:
+    args = bench_args(__doc__)
+    with generated_suite(args.cases, args.seed) as suite:
+        root, fixtures, recordings = suite.root, suite.fixtures, suite.recordings
         t1 = time.perf_counter()
         code = cli.main(["run", str(fixtures), "--replay", str(recordings), "--out", str(root / "out"), "--quiet"])
         wall = time.perf_counter() - t1
@@ -82,7 +109,7 @@ def main() -> int:
         peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         child_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"cases              {args.cases}")
-    print(f"input              {size_mb:.1f} MB (fixtures + recordings), generated in {t_gen:.1f} s")
+    print(f"input              {suite.size_mb:.1f} MB (fixtures + recordings), generated in {suite.generated_s:.1f} s")
     print(f"run wall           {wall:.2f} s  (load + validate + grade + analyse + report.json/md/junit)")
     print(f"throughput         {args.cases / wall:,.0f} cases/s")
     print(f"peak RSS           {peak_mib:,.0f} MiB (this process)")

@@ -21,14 +21,12 @@ should stay far below both figures.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from offline_bench import generate  # noqa: E402  (the same generator, not a copy)
+from offline_bench import bench_args, generated_suite  # noqa: E402  (the same generator, not a copy)
 
 WALL_TARGET = 1.5
 MEM_TARGET = 2.0
@@ -127,17 +125,10 @@ def cpu_model() -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
+    args = bench_args(__doc__)
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        t0 = time.perf_counter()
-        fixtures, recordings = generate(root, args.cases, args.seed)
-        t_gen = time.perf_counter() - t0
-        size_mb = (os.path.getsize(fixtures / "cases.jsonl") + os.path.getsize(recordings)) / 1e6
+    with generated_suite(args.cases, args.seed) as suite:
+        root, fixtures, recordings = suite.root, suite.fixtures, suite.recordings
         floor_py = root / "floor.py"
         floor_py.write_text(FLOOR)
 
@@ -161,7 +152,7 @@ def main() -> int:
           f"Python {platform.python_version()}")
     print(f"load average       {load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min; other work on the machine skews wall times)")
     print(f"cases              {args.cases}")
-    print(f"input              {size_mb:.1f} MB (fixtures + recordings), generated in {t_gen:.1f} s")
+    print(f"input              {suite.size_mb:.1f} MB (fixtures + recordings), generated in {suite.generated_s:.1f} s")
     print("                     wall      peak RSS     CPU (user+sys)")
     print(f"floor              {floor_wall:6.2f} s  {floor_mib:7,.0f} MiB  {floor_cpu:6.2f} s  exit {floor_code}  counts {floor_counts}")
     print(f"envelope-ci run    {ci_wall:6.2f} s  {ci_mib:7,.0f} MiB  {ci_cpu:6.2f} s  exit {ci_code}  counts {ci_counts}")

@@ -1,24 +1,14 @@
 """``contains-any``: at least one substring appears, case-sensitive."""
 from __future__ import annotations
 
-from typing import Any
-
-from .base import Answer, AssertionType, Failure
-
-
-def _check(answer: Answer, value: list[str], case: Any) -> list[str]:
-    return [] if any(needle in answer.text for needle in value) else [f"contains none of {value!r}"]
-
-
-def _check_not(answer: Answer, value: list[str], case: Any) -> list[str]:
-    return [f"contains forbidden {needle!r}" for needle in value if needle in answer.text]
-
+from .base import AssertionType, Failure
+from .substrings import any_of, none_of
 
 ASSERTION = AssertionType(
     name="contains-any",
     failure=Failure.WRONG,
-    check=_check,
-    check_not=_check_not,
+    check=any_of(str),
+    check_not=none_of(str),
     value_schema={"type": "array", "items": {"type": "string"}, "minItems": 1},
     description="Substrings of which the answer must contain at least one (case-sensitive).",
 )

@@ -4,29 +4,15 @@ Its negation ``not-icontains-any`` (shorthand ``must_not_include``) forbids ever
 """
 from __future__ import annotations
 
-from typing import Any
-
-from .base import Answer, AssertionType, Failure
-
-
-def _check(answer: Answer, value: list[str], case: Any) -> list[str]:
-    lowered = answer.text.lower()
-    if any(needle.lower() in lowered for needle in value):
-        return []
-    return [f"contains none of {value!r}"]
-
-
-def _check_not(answer: Answer, value: list[str], case: Any) -> list[str]:
-    lowered = answer.text.lower()
-    return [f"contains forbidden {needle!r}" for needle in value if needle.lower() in lowered]
-
+from .base import AssertionType, Failure
+from .substrings import any_of, none_of
 
 ASSERTION = AssertionType(
     name="icontains-any",
     negated_shorthand="must_not_include",
     failure=Failure.WRONG,
-    check=_check,
-    check_not=_check_not,
+    check=any_of(str.lower),
+    check_not=none_of(str.lower),
     value_schema={"type": "array", "items": {"type": "string"}},
     description="Substrings of which the answer must contain at least one (case-insensitive).",
 )

@@ -81,7 +81,7 @@ class Watch:
         return Graded(graded if graded is not None else grade_all(cases, envelopes))
 
 
-# Phases a supervisor tells apart: the live calls have --max-run-time of their own; a run out of time writes no pins.
+# Phases a supervisor tells apart: live calls in flight at the deadline get a grace; a run out of time writes no pins.
 CALLING = "calling the endpoint and grading its answers"
 WRITING_PINS = "writing the pins"
 

@@ -30,7 +30,7 @@ from .config import RunConfig
 from .errors import UsageError
 from .grading.grade import grade
 from .model import Case, Envelope, Grade
-from .report.build import PREVIEW_CHARS
+from .report.build import as_kept
 
 if TYPE_CHECKING:
     from .transport.pool import LiveOutcome
@@ -148,13 +148,8 @@ class _Streaming(api.Watch):
         grades: dict[str, list[Grade]] = {}
         for case in cases:
             grades[case.id] = [grade(e, case) for e in envelopes[case.id]]
-            self.channel.send(("graded", {case.id: [_preview(g) for g in grades[case.id]]}))
+            self.channel.send(("graded", {case.id: [as_kept(g) for g in grades[case.id]]}))
         return Graded(grades)
-
-
-def _preview(graded: Grade) -> Grade:
-    """A grade as the report keeps it: its text cut to the preview (what a live run keeps too), so messages stay small."""
-    return replace(graded, text=graded.text[:PREVIEW_CHARS]) if graded.text is not None else graded
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,16 @@ from ..analysis.analyse import Analysis
 from ..analysis.cases import CaseResult
 from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
-from ..model import Gate, Outcome, Pins
+from ..model import Gate, Grade, Outcome, Pins
 from .model import REPORT_VERSION, Alert, BaseDiff, BaseDiffRow, CaseRow, PinBrief, PinsUpdate, Report, RunInfo
 from .next_steps import next_steps
 
 PREVIEW_CHARS = 240
+
+
+def as_kept(graded: Grade) -> Grade:
+    """A grade as a run keeps it until the report: its text cut to the preview, so memory does not grow with the answers."""
+    return replace(graded, text=graded.text[:PREVIEW_CHARS]) if graded.text is not None else graded
 
 
 def scrub(value: Any) -> Any:

@@ -16,7 +16,7 @@ from ..grading.rubric import judge_request, rubrics
 from ..model import Case, Envelope, Grade, RetryPolicy
 from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
-from ..report.build import PREVIEW_CHARS
+from ..report.build import as_kept
 from ..report.model import ConcurrencyChange, LiveRun
 from ..secrets import Secrets
 from ..sources.recordings import RecordingWriter
@@ -248,7 +248,7 @@ class _Pool:
             with self._done_lock:
                 self.grading_error = self.grading_error or exc
             return None
-        return replace(done, text=done.text[:PREVIEW_CHARS]) if done.text is not None else done
+        return as_kept(done)
 
     def outcome(self) -> LiveOutcome:
         """Grades per case; a case never finished gets a drop that says why."""

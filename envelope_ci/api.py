@@ -10,7 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -24,6 +24,7 @@ from .errors import Problem, UsageError
 from .formats.registry import write_reports
 from .grading.grade import grade_all
 from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins, Thresholds
+from .parallel import in_background
 from .report.build import base_diff_rows, build_report, scrub
 from .report.merge import ShardRun, read_shards, shard_info
 from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
@@ -35,7 +36,7 @@ from .sources.cases import load_cases
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
-from .sources.recordings import load_recordings, offline_envelopes
+from .sources.recordings import ReplayLine, offline_envelopes, read_replay, replay_of
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
@@ -154,12 +155,25 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     watch = watch or Watch()
-    with _cyclic_gc_paused():
-        judged = _run(config, base, fetch, watch, started_at)
+    with _cyclic_gc_paused(), _reading_replay(config) as replay_lines:
+        judged = _run(config, base, fetch, watch, started_at, replay_lines)
         # Written once the run's cases, grades and analysis are let go and only the report is left:
         # the writers' text then reuses some of their memory (a 100,000-case run's peak was 27 MB higher).
         watch.phase("writing the reports")
         return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
+
+
+# A --replay file at least this big is read in a forked child while the fixtures load (its lines: 100,000 bench cases are 47 MB).
+READ_REPLAY_EARLY_BYTES = 4_000_000
+
+
+def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], list[ReplayLine]]]:
+    """The --replay file's lines, once asked for: a big file is read meanwhile, on another core, while the fixtures load."""
+    path = config.replay
+    if path is None or config.base_url:
+        return nullcontext(list)  # nothing to read
+    big = path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
+    return in_background(partial(read_replay, path), wanted=big)
 
 
 @contextmanager
@@ -201,7 +215,7 @@ class _Gathered:
 
 
 def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str],
-               started_at: float) -> _Gathered:
+               started_at: float, replay_lines: Callable[[], list[ReplayLine]]) -> _Gathered:
     """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures').
 
     A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
@@ -211,7 +225,7 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
         outcome = (fetch or partial(_fetch_live, settings=settings, started_at=started_at))(cases, config, headers)
         return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
                          live=outcome.live_run())
-    replay = load_recordings(config.replay, suite_ids) if config.replay else None
+    replay = replay_of(replay_lines(), config.replay.as_posix(), suite_ids) if config.replay else None
     recorded = offline_envelopes(cases, replay)
     return _Gathered(recorded, replayed=sum(c.id in replay.lines for c in cases) if replay else 0, requests=recorded.requests)
 
@@ -240,7 +254,8 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
                            record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, started_at=started_at, judges=judges)
 
 
-def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float) -> RunResult:
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float,
+         replay_lines: Callable[[], list[ReplayLine]]) -> RunResult:
     """The run up to its report: ``run`` writes the files."""
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
@@ -263,7 +278,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     if config.shard:
         cases = shard_select(cases, config.shard)
     watch.phase(_gathering(config))
-    gathered = _envelopes(config, cases, settings, fetch, suite_ids, started_at)
+    gathered = _envelopes(config, cases, settings, fetch, suite_ids, started_at, replay_lines)
     watch.phase("grading")
     graded = watch.grade(cases, gathered.envelopes, gathered.grades)
     grades = graded.grades

@@ -13,7 +13,7 @@ from envelope_ci.model import Envelope
 from envelope_ci.sources.cases import case_schema, load_cases
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES
-from envelope_ci.sources.recordings import Replay, load_recordings, offline_envelopes
+from envelope_ci.sources.recordings import Replay, offline_envelopes, read_replay, replay_of
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -255,6 +255,10 @@ def test_case_with_nothing_to_grade_offline(tmp_path):
     assert (p.line, p.field) == (1, "completion") and "live-only" in p.message
 
 
+def load_recordings(path, case_ids):
+    return replay_of(read_replay(path), path.as_posix(), case_ids)
+
+
 def test_load_recordings(tmp_path):
     path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
     out = load_recordings(path, {"a", "b", "c"})
@@ -269,11 +273,12 @@ def test_recordings_problems_name_the_line(tmp_path):
         json.dumps({"id": "nope", "recorded": recorded(chat_body("x"))}),
         json.dumps({"id": "a", "recorded": {"http_status": "200"}}),
         json.dumps({"id": "a"}),
+        json.dumps({"id": "gone", "recorded": {"http_status": "200"}}),  # an unknown id is the one problem of its line
     ]) + "\n", "utf-8")
     with pytest.raises(UsageError) as info:
         load_recordings(path, {"a"})
     found = info.value.problems
-    assert [(p.line, p.field) for p in found] == [(2, "id"), (3, "recorded.http_status"), (4, None)]
+    assert [(p.line, p.field) for p in found] == [(2, "id"), (3, "recorded.http_status"), (4, None), (5, "id")]
     assert "'nope' matches no case" in found[0].message
     path.write_text('{"id": "a", "recorded": \n', "utf-8")
     with pytest.raises(UsageError) as info:

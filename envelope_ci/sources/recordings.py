@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 
@@ -143,27 +143,45 @@ class Replay:
         return [envelope_from_raw(env) for line in self.lines[case_id] for env in _repeats(loads_checked(line)["recorded"])]
 
 
-def load_recordings(path: Path, case_ids: set[str]) -> Replay:
-    """A ``--replay`` file: JSONL of ``{"id", "recorded"}``; lines for one id are its repeats."""
+class ReplayLine(NamedTuple):
+    """One line of a ``--replay`` file as read, before it is held against the fixtures' case ids."""
+
+    number: int
+    case_id: str | None  # None: not a {"id", "recorded"} line
+    text: str
+    problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
+    requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
+
+
+def read_replay(path: Path) -> list[ReplayLine]:
+    """Every line of a ``--replay`` file, its envelopes checked: the work that needs no case ids, so it can run while they load."""
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
-    shown = path.as_posix()
+    out = []
+    for number, line, item in _lines_of(path):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
+            out.append(ReplayLine(number, None, line, None, []))
+            continue
+        found = envelope_problem(item["recorded"])
+        out.append(ReplayLine(number, item["id"], line, found, [] if found else list(map(request_of, _repeats(item["recorded"])))))
+    return out
+
+
+def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Replay:
+    """The lines of a ``--replay`` file (``shown``) held against the fixtures' case ids: every problem at once, in line order."""
     lines: dict[str, list[str]] = {}
     requests: dict[str, list[Mapping[str, Any] | None]] = {}
     problems: list[Problem] = []
-    for number, line, item in _lines_of(path):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
-            problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
-            continue
-        if item["id"] not in case_ids:
-            problems.append(Problem(shown, number, "id", f"{item['id']!r} matches no case in the fixtures"))
-            continue
-        found = envelope_problem(item["recorded"])
-        if found is not None:
-            problems.append(Problem(shown, number, found[0], found[1]))
-            continue
-        lines.setdefault(item["id"], []).append(line)
-        requests.setdefault(item["id"], []).extend(map(request_of, _repeats(item["recorded"])))
+    for line in read:
+        if line.case_id is None:
+            problems.append(Problem(shown, line.number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
+        elif line.case_id not in case_ids:
+            problems.append(Problem(shown, line.number, "id", f"{line.case_id!r} matches no case in the fixtures"))
+        elif line.problem is not None:
+            problems.append(Problem(shown, line.number, *line.problem))
+        else:
+            lines.setdefault(line.case_id, []).append(line.text)
+            requests.setdefault(line.case_id, []).extend(line.requests)
     if problems:
         raise UsageError(problems)
     return Replay(lines, requests)

@@ -1,0 +1,126 @@
+"""parallel.in_background: a job worked out in a forked child while the run goes on, and every way it can end."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from envelope_ci.errors import Problem, UsageError
+from envelope_ci.parallel import in_background, parallel_map
+
+pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2,
+                                reason="in_background forks only where fork exists and there is a second core")
+
+
+def test_the_value_is_worked_out_in_another_process():
+    parent = os.getpid()
+    with in_background(lambda: (os.getpid(), "x" * 1_000_000)) as outcome:
+        worker, text = outcome()
+    assert worker != parent and text == "x" * 1_000_000
+    assert not multiprocessing.active_children()
+
+
+def test_a_usage_error_comes_back_with_its_problems():
+    problems = [Problem("rec.jsonl", 3, "recorded.http_status", "'200' is not of type 'integer'")]
+
+    def fails() -> None:
+        raise UsageError(problems)
+
+    with in_background(fails) as outcome:
+        with pytest.raises(UsageError) as info:
+            outcome()
+    assert info.value.problems == problems
+
+
+def test_a_child_that_fails_otherwise_leaves_the_work_to_this_process():
+    parent = os.getpid()
+
+    def only_here() -> int:
+        if os.getpid() != parent:
+            os._exit(9)  # died without a word, as a killed child would
+        return 42
+
+    with in_background(only_here) as outcome:
+        assert outcome() == 42
+
+
+def test_an_error_of_the_job_itself_is_met_here_as_itself():
+    with in_background(lambda: 1 // 0) as outcome:
+        with pytest.raises(ZeroDivisionError):
+            outcome()
+
+
+def test_a_child_still_working_when_the_run_fails_first_is_stopped():
+    started = time.monotonic()
+    with pytest.raises(RuntimeError):
+        with in_background(lambda: time.sleep(60)):
+            raise RuntimeError("the fixtures did not load")
+    assert not multiprocessing.active_children() and time.monotonic() - started < 10
+
+
+def test_not_wanted_runs_the_job_here_when_asked():
+    calls = []
+    with in_background(lambda: calls.append(os.getpid()) or len(calls), wanted=False) as outcome:
+        assert calls == []
+        assert outcome() == 1 and calls == [os.getpid()]
+
+
+def test_parallel_map_keeps_the_order_with_the_parent_working_a_share():
+    items = list(range(-9000, 0))
+    assert parallel_map(abs, items) == [abs(x) for x in items]
+
+
+def _replay_run(tmp_path, monkeypatch, early_bytes: int, lines, out: str):
+    """A run of a 3-case suite over ``lines`` replayed, read early (in a forked child) at or above ``early_bytes``."""
+    from conftest import case, make_suite, run_cli, write_replay
+
+    import envelope_ci.api as api
+
+    monkeypatch.setattr(api, "READ_REPLAY_EARLY_BYTES", early_bytes)
+    suite = tmp_path / "suite"
+    if not suite.exists():
+        make_suite(tmp_path, [case(f"c{i}", expect_json={"answer": 42}, max_chars=80) for i in range(3)])
+    replay = write_replay(tmp_path / "replay.jsonl", lines)
+    return run_cli(["run", suite, "--replay", replay, "--out", tmp_path / out])
+
+
+def test_a_replay_read_early_grades_exactly_as_one_read_in_turn(tmp_path, monkeypatch):
+    from conftest import answer_envelope, transport_error
+
+    lines = [("c0", answer_envelope()), ("c1", answer_envelope('{"answer": 7}')), ("c2", transport_error()), ("c0", answer_envelope())]
+    in_turn = _replay_run(tmp_path, monkeypatch, 1 << 40, lines, "in-turn")
+    early = _replay_run(tmp_path, monkeypatch, 0, lines, "early")
+    assert (early.code, early.out, early.err) == (in_turn.code, in_turn.out.replace("in-turn", "early"), in_turn.err)
+    for name in ("report.json", "report.md", "junit.xml"):
+        assert (tmp_path / "early" / name).read_bytes() == (tmp_path / "in-turn" / name).read_bytes(), name
+
+
+def test_a_replay_read_early_names_the_same_problems(tmp_path, monkeypatch):
+    from conftest import answer_envelope
+
+    lines = [("c0", answer_envelope()), ("nope", answer_envelope()), ("c1", {"http_status": "200"})]
+    in_turn = _replay_run(tmp_path, monkeypatch, 1 << 40, lines, "in-turn")
+    early = _replay_run(tmp_path, monkeypatch, 0, lines, "early")
+    assert in_turn.code == early.code == 2 and early.err == in_turn.err
+    assert "replay.jsonl:2: id: 'nope' matches no case" in early.err and "replay.jsonl:3: recorded.http_status" in early.err
+
+
+def test_a_big_replay_is_read_in_another_process(tmp_path, monkeypatch):
+    from conftest import answer_envelope
+
+    import envelope_ci.api as api
+
+    readers = tmp_path / "readers"
+    real = api.read_replay
+
+    def noted(path):
+        with readers.open("a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        return real(path)
+
+    monkeypatch.setattr(api, "read_replay", noted)
+    result = _replay_run(tmp_path, monkeypatch, 0, [(f"c{i}", answer_envelope()) for i in range(3)], "out")
+    assert result.code in (0, 1), result.err
+    assert readers.read_text().split() != [str(os.getpid())] and len(readers.read_text().split()) == 1

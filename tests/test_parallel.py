@@ -16,16 +16,16 @@ pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_meth
 
 def test_the_value_is_worked_out_in_another_process():
     parent = os.getpid()
-    with in_background(lambda: (os.getpid(), "x" * 1_000_000)) as outcome:
-        worker, text = outcome()
-    assert worker != parent and text == "x" * 1_000_000
+    with in_background(lambda: [os.getpid(), "x" * 1_000_000, *range(12_345)]) as outcome:
+        worker, text, *numbers = outcome()
+    assert worker != parent and text == "x" * 1_000_000 and numbers == list(range(12_345))  # in parts, in order
     assert not multiprocessing.active_children()
 
 
 def test_a_usage_error_comes_back_with_its_problems():
     problems = [Problem("rec.jsonl", 3, "recorded.http_status", "'200' is not of type 'integer'")]
 
-    def fails() -> None:
+    def fails() -> list[None]:
         raise UsageError(problems)
 
     with in_background(fails) as outcome:
@@ -37,17 +37,17 @@ def test_a_usage_error_comes_back_with_its_problems():
 def test_a_child_that_fails_otherwise_leaves_the_work_to_this_process():
     parent = os.getpid()
 
-    def only_here() -> int:
+    def only_here() -> list[int]:
         if os.getpid() != parent:
             os._exit(9)  # died without a word, as a killed child would
-        return 42
+        return [42]
 
     with in_background(only_here) as outcome:
-        assert outcome() == 42
+        assert outcome() == [42]
 
 
 def test_an_error_of_the_job_itself_is_met_here_as_itself():
-    with in_background(lambda: 1 // 0) as outcome:
+    with in_background(lambda: [1 // 0]) as outcome:
         with pytest.raises(ZeroDivisionError):
             outcome()
 
@@ -55,16 +55,16 @@ def test_an_error_of_the_job_itself_is_met_here_as_itself():
 def test_a_child_still_working_when_the_run_fails_first_is_stopped():
     started = time.monotonic()
     with pytest.raises(RuntimeError):
-        with in_background(lambda: time.sleep(60)):
+        with in_background(lambda: [time.sleep(60)]):
             raise RuntimeError("the fixtures did not load")
     assert not multiprocessing.active_children() and time.monotonic() - started < 10
 
 
 def test_not_wanted_runs_the_job_here_when_asked():
     calls = []
-    with in_background(lambda: calls.append(os.getpid()) or len(calls), wanted=False) as outcome:
+    with in_background(lambda: calls.append(os.getpid()) or calls, wanted=False) as outcome:
         assert calls == []
-        assert outcome() == 1 and calls == [os.getpid()]
+        assert outcome() == [os.getpid()]
 
 
 def test_parallel_map_keeps_the_order_with_the_parent_working_a_share():

@@ -133,7 +133,7 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True) -> Iterator[Ca
         return
     ctx = multiprocessing.get_context("fork")
     receiving, sending = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(lambda: _send_outcome(fn, sending),), daemon=True)
+    child = ctx.Process(target=_child, args=(lambda: _send_outcome(fn, receiving, sending),), daemon=True)
     with _forking():
         child.start()
     sending.close()
@@ -163,16 +163,22 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True) -> Iterator[Ca
             child.join()
 
 
-def _send_outcome(fn: Callable[[], list[Any]], sending: Connection) -> None:
-    """In the child: ``fn``'s list in parts, its UsageError's problems, or word that it failed (the parent then runs it itself)."""
+def _send_outcome(fn: Callable[[], list[Any]], receiving: Connection, sending: Connection) -> None:
+    """In the child: ``fn``'s list in parts, its UsageError's problems, or word that it failed (the parent then runs it itself).
+
+    The child lets go of the pipe's reading end first: a parent killed meanwhile then leaves no
+    reader, and sending fails at once instead of waiting for ever on a full pipe.
+    """
+    receiving.close()
     try:
         items = fn()
+        messages = [*(("part", items[start:start + _CHUNK]) for start in range(0, len(items), _CHUNK)), ("done", None)]
     except UsageError as exc:
-        sending.send(("usage", exc.problems))
-        return
+        messages = [("usage", exc.problems)]
     except BaseException:  # noqa: BLE001 - the parent runs fn again and meets the error itself
-        sending.send(("failed", None))
+        messages = [("failed", None)]
+    try:
+        for message in messages:
+            sending.send(message)
+    except OSError:  # the run ended without it (killed at --max-run-time, say): nobody is left to tell
         return
-    for start in range(0, len(items), _CHUNK):
-        sending.send(("part", items[start:start + _CHUNK]))
-    sending.send(("done", None))

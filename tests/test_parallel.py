@@ -4,6 +4,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,40 @@ def test_a_big_replay_is_read_in_another_process(tmp_path, monkeypatch):
     result = _replay_run(tmp_path, monkeypatch, 0, [(f"c{i}", answer_envelope()) for i in range(3)], "out")
     assert result.code in (0, 1), result.err
     assert readers.read_text().split() != [str(os.getpid())] and len(readers.read_text().split()) == 1
+
+
+def test_a_child_whose_parent_was_killed_ends_instead_of_waiting_on_the_pipe(tmp_path):
+    """--max-run-time kills the run with SIGKILL: its reader, left with nobody to answer, must end rather than block for ever."""
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import os, sys, time\n"
+        "from pathlib import Path\n"
+        "from envelope_ci.parallel import in_background\n"
+        "def job():\n"
+        f"    Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "    time.sleep(1.0)\n"
+        "    return ['x' * 100_000] * 200  # 20 MB: far more than a pipe holds\n"
+        "with in_background(job):\n"
+        f"    while not Path({str(pid_file)!r}).exists():\n"
+        "        time.sleep(0.01)\n"
+        "    os._exit(0)  # gone without a word, as a killed process is\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _state(child) not in ("gone", "Z"):
+        time.sleep(0.1)
+    still = _state(child) not in ("gone", "Z")
+    if still:
+        os.kill(child, 9)
+    assert not still, "the orphaned child still runs"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return "gone"

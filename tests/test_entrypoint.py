@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -971,3 +972,36 @@ def test_comment_example_is_current(tmp_path: Path, stub: GitHubStub) -> None:
         (ROOT / "README.md").write_text(before + start + quoted + end + after, "utf-8")
     assert COMMENT_EXAMPLE.read_text("utf-8") == text
     assert rest.split(end, 1)[0] == quoted, "README's example comment is stale: regenerate it"
+
+
+def _stuck_case(wd: Path) -> None:
+    """A case whose regex never ends on its answer ("^(a+)+$" against a's then "!"): grading it hangs."""
+    (wd / "evals" / "stuck.yaml").write_text(
+        "- id: zz-stuck\n  prompt: p\n  completion: '" + "a" * 40 + "!'\n  assert:\n    - type: regex\n      value: '^(a+)+$'\n", "utf-8")
+
+
+def test_max_run_time_stops_a_stuck_run_and_still_comments(tmp_path: Path, stub: GitHubStub) -> None:
+    repo = make_pr_repo(tmp_path, head=_stuck_case)
+    pins = pins_path(repo.workspace).read_bytes()
+    started = time.monotonic()
+    run = run_action(repo, stub, inputs={"max-run-time": "3"})
+    assert time.monotonic() - started < 60
+    assert run.code == 3, run.stdout + run.stderr
+    assert run.outputs["exit-code"] == "3" and run.outputs["verdict"] == "inconclusive"
+    body = stub.comments(PR)[0]["body"]
+    assert r"the run reached --max-run-time \(3 s\) while grading case zz-stuck" in body, body  # parentheses escaped for Markdown
+    report = run.report()
+    rows = {row["id"]: row for row in report["cases"]}
+    assert rows["zz-stuck"]["label"] == "drop" and sum(row["label"] != "drop" for row in report["cases"]) > 0
+    assert pins_path(repo.workspace).read_bytes() == pins
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "1e3", "1_0", "ten", "5s", "0.0"])
+def test_max_run_time_input_is_a_positive_number_of_seconds(value: str) -> None:
+    from envelope_ci.action.inputs import InputError, read_inputs
+
+    with pytest.raises(InputError, match=rf"input 'max-run-time' must be a positive number of seconds \(e.g. 1200\), got {re.escape(repr(value))}"):
+        read_inputs({"INPUT_MAX-RUN-TIME": value})
+    assert read_inputs({}).max_run_time is None
+    for fine in ("1200", "0.5", "30.25"):
+        assert read_inputs({"INPUT_MAX-RUN-TIME": fine}).max_run_time == float(fine)

@@ -31,6 +31,7 @@ INPUT_DEFAULTS: dict[str, str] = {
     "mode": "run",
     "shard": "",
     "reports": "",
+    "max-run-time": "",
 }
 BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
 COUNT_INPUTS = ("concurrency", "repeats")
@@ -86,6 +87,7 @@ class Inputs:
     mode: str
     shard: ShardSpec | None
     reports: str
+    max_run_time: float | None  # seconds; None: no deadline for the whole run
 
     def __repr__(self) -> str:  # never show the token, even in a traceback
         return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
@@ -109,6 +111,9 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     except ValueError as exc:
         problems.append(f"input 'shard': {exc}")
     problems += _mode_problems(values)
+    max_run_time = parse_seconds(values["max-run-time"]) if values["max-run-time"] else None
+    if values["max-run-time"] and max_run_time is None:
+        problems.append(f"input 'max-run-time' must be a positive number of seconds (e.g. 1200), got {values['max-run-time']!r}")
     if problems or temperature is None:
         raise InputError("; ".join(problems))
     return Inputs(
@@ -131,6 +136,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         mode=values["mode"],
         shard=shard,
         reports=values["reports"],
+        max_run_time=max_run_time,
     )
 
 
@@ -156,6 +162,14 @@ def parse_temperature(value: str) -> float | None:
     number = float(value)
     low, high = TEMPERATURE_RANGE
     return number if low <= number <= high else None
+
+
+def parse_seconds(value: str) -> float | None:
+    """A plain positive decimal number of seconds, else None (``nan``, ``1e3``, ``-5`` and ``0`` are not deadlines)."""
+    if not re.fullmatch(r"[0-9]{1,7}(?:\.[0-9]{1,3})?", value):
+        return None
+    number = float(value)
+    return number if number > 0 else None
 
 
 def _bool_problem(name: str, value: str) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from .. import api, atomic
+from .. import api, atomic, supervise
 from ..api import BaseSource, RunResult
 from ..config import RunConfig
 from ..errors import UsageError
@@ -129,8 +129,9 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
 
 
 def run_suite(config: RunConfig, base: BaseSource | None, out: TextIO, secrets: Secrets) -> Ran:
-    """``api.run`` with its console summary and progress in a fenced log group; errors become exit codes."""
-    return _attempt("envelope-ci run", lambda: api.run(config, base), out, secrets)
+    """``api.run`` (bounded by the ``max-run-time`` input when it is set) with its console summary and progress in a
+    fenced log group; errors become exit codes."""
+    return _attempt("envelope-ci run", lambda: supervise.run(config, base), out, secrets)
 
 
 def merge_suite(pattern: str, out_dir: Path, out: TextIO, secrets: Secrets) -> Ran:
@@ -163,6 +164,9 @@ def _attempt(title: str, call: Callable[[], RunResult], out: TextIO, secrets: Se
         except KeyboardInterrupt:
             said.write("envelope-ci: interrupted\n")
             return Ran(None, ExitCode.INTERRUPTED, said.getvalue())
+        except supervise.RanOutOfTime as exc:  # before there was anything to report: while loading the fixtures
+            said.write(f"envelope-ci: {exc}\n")
+            return Ran(None, ExitCode.INCONCLUSIVE, said.getvalue())
         except Exception as exc:  # a crash still gets a summary, a comment and outputs
             said.write(traceback.format_exc())
             said.write(f"internal error: {type(exc).__name__}: {exc}\n")

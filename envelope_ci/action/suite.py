@@ -72,4 +72,5 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         config_path=Path(inputs.config) if inputs.config else None,
         in_ci=True,
         shard=inputs.shard,
+        max_run_time_s=inputs.max_run_time,
     )

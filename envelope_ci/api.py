@@ -170,8 +170,8 @@ READ_REPLAY_EARLY_BYTES = 4_000_000
 def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], list[ReplayLine]]]:
     """The --replay file's lines, once asked for: a big file is read meanwhile, on another core, while the fixtures load."""
     path = config.replay
-    if path is None or config.base_url:
-        return nullcontext(list)  # nothing to read
+    if path is None:  # a live run has none (check_config)
+        return nullcontext(list)
     big = path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
     return in_background(partial(read_replay, path), wanted=big)
 
@@ -183,12 +183,19 @@ def _cyclic_gc_paused() -> Iterator[None]:
     A run allocates hundreds of thousands of long-lived, acyclic objects (cases, envelopes,
     grades, report rows); the collector would rescan them again and again, which cost about a
     quarter of a 100k-case run. Reference counting still frees everything as usual.
+
+    What was made meanwhile and lives on (the report) would all sit in the collector's youngest
+    generation, and its first collection once resumed would walk every object: 0.2-0.5 s after a
+    100k-case merge. ``freeze`` then ``unfreeze`` moves them to the oldest generation without a
+    collection, where only a full one looks at them; nothing is freed or kept alive by it.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if was_enabled:
             gc.enable()
 

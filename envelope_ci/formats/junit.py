@@ -12,6 +12,7 @@ serialising it cost seconds, one formatted line per element costs a fraction of 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from ..model import Gate
 from ..report.model import CaseRow, Report
@@ -77,8 +78,9 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
     head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
-    classnames = {name: _value(f"{suite}.{name}") for name in {c.stratum_name for c in cases}}
-    places = {file: f' file="{_value(clean(file))}"' if file else "" for file in {c.file for c in cases}}
-    body = "\n    ".join(_testcase(c, kind, classnames[c.stratum_name], places[c.file]) for c, kind in zip(cases, kinds, strict=True))
+    # Each stratum's classname and each file's attribute escaped once, as the cases come: no pass of their own.
+    classname = cache(lambda name: _value(f"{suite}.{name}"))
+    place = cache(lambda file: f' file="{_value(clean(file))}"' if file else "")
+    body = "\n    ".join(_testcase(c, kind, classname(c.stratum_name), place(c.file)) for c, kind in zip(cases, kinds, strict=True))
     testsuite = f"<testsuite{head}>\n    {body}\n  </testsuite>" if cases else f"<testsuite{head} />"
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  {testsuite}\n</testsuites>\n'

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache, partial
 from typing import Any
 
 from tabulate import tabulate
@@ -41,6 +42,16 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     return str(value)
 
 
+def _fmt_whole(value: Any) -> str:
+    """``fmt_num(value)``, an int (the common case) formatted at once."""
+    return str(value) if value.__class__ is int else fmt_num(value)
+
+
+def _fmt_tenths(value: Any) -> str:
+    """``fmt_num(value, 1)``, a float (the common case) formatted at once."""
+    return f"{value:.1f}" if value.__class__ is float else fmt_num(value, 1)
+
+
 def measures(chars: int | None, tokens: int | None, ms: float | None) -> str:
     """A measurement in words with units (`70 chars · 20 tok · 412 ms`); what was not measured is left out."""
     parts = [f"{chars} chars" if chars is not None else "", f"{tokens} tok" if tokens is not None else "",
@@ -58,13 +69,13 @@ def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GFM table; cells must already be escaped."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A GFM table; cells must already be escaped text."""
     rows = list(rows)
     if len(rows) <= PADDED_ROWS_MAX:
         return tabulate(rows, headers=list(headers), tablefmt="github", disable_numparse=True)
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"]
-    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -167,20 +178,31 @@ def case_group(case: CaseRow) -> int | None:
     return {Gate.FAIL: FAILING, Gate.UNDELIVERED: UNDELIVERED, Gate.TOLERATED: TOLERATED}[case.gate]
 
 
-def _why(case: CaseRow) -> str:
-    return cell("; ".join(case.reasons), 160)
+def case_groups(report: Report) -> dict[int, list[CaseRow]]:
+    """The cases not stable, by the table they belong in, in report order.
+
+    One pass over the cases for every table: a pass per table cost a 100k-case report a
+    quarter of a second. Most cases are stable (in no group): the gate alone says so.
+    """
+    groups: dict[int, list[CaseRow]] = {}
+    passed = Gate.PASS
+    for c in report.cases:
+        group = case_group(c) if c.gate is not passed else None
+        if group is not None:
+            groups.setdefault(group, []).append(c)
+    return groups
 
 
-def case_group_table(report: Report, group: int, limit: int | None) -> tuple[str, list[str]]:
+def case_group_table(cases: Sequence[CaseRow], group: int, limit: int | None) -> tuple[str, list[str]]:
     """One group's title with its count, and its table (at most `limit` rows, then how many more)."""
-    # Most cases are stable (in no group): the gate alone says so, without a call per case.
-    cases = [c for c in report.cases if c.gate is not Gate.PASS and case_group(c) == group]
     if not cases:
         return "", []
     title, with_outcome, sentence = _GROUPS[group]
+    # Strata, reasons and answers repeat across thousands of rows: each text is escaped once.
+    stratum, why, answer = cache(cell), cache(partial(cell, limit=160)), cache(partial(cell, limit=80))
     rows = [
-        [cell(c.id, 60), cell(c.stratum or "–"), c.label.value, c.channel.value,
-         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), _why(c), cell(c.preview or "", 80)]
+        [cell(c.id, 60), stratum(c.stratum or "–"), c.label.value, c.channel.value,
+         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), why("; ".join(c.reasons)), answer(c.preview or "")]
         for c in cases[:limit]
     ]
     headers = ["case", "stratum", "label", "channel", *(["outcome"] if with_outcome else []), "why", "answer"]
@@ -191,12 +213,12 @@ def case_group_table(report: Report, group: int, limit: int | None) -> tuple[str
     return f"{title} ({len(cases)})", lines
 
 
-def broken_section(report: Report, detail: Detail) -> list[str]:
+def broken_section(groups: dict[int, list[CaseRow]], detail: Detail) -> list[str]:
     """What fails the gate or was not delivered, each case with its reason, under its own heading."""
     limit = None if detail is Detail.FULL else FIRST_SCREEN_ROWS
     lines: list[str] = []
     for group in (REGRESSIONS, FAILING, UNDELIVERED):
-        title, body = case_group_table(report, group, limit)
+        title, body = case_group_table(groups.get(group, []), group, limit)
         if body:
             lines += [f"### {title}", "", *body]
     return lines
@@ -317,9 +339,9 @@ def time_chart_section(report: Report) -> list[str]:
 # -- the sections folded in a comment ---------------------------------------------------------
 
 
-def tolerated_section(report: Report, detail: Detail) -> list[str]:
+def tolerated_section(groups: dict[int, list[CaseRow]], detail: Detail) -> list[str]:
     """Known failures and tolerated misses: their own table, apart from what broke."""
-    title, body = case_group_table(report, TOLERATED, FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None)
+    title, body = case_group_table(groups.get(TOLERATED, []), TOLERATED, FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None)
     return folded(title, body, detail) if body else []
 
 
@@ -442,19 +464,23 @@ def cases_section(report: Report, detail: Detail) -> list[str]:
         cases = failing[:FAILING_ROWS_IN_COMMENT]
     # Streamed runs also show time to first token, so slower prefill and longer generation are told apart.
     streamed = any(c.ttft_ms is not None for c in cases)
-    rows = []
-    for c in cases:
-        pin = c.pin
-        rows.append([
-            cell(c.id, 60), cell(c.stratum or "–"), c.label.value, c.channel.value,
-            fmt_num(c.chars), fmt_num(c.tokens) + ("~" if c.tokens_estimated else ""),
-            *([fmt_num(c.ttft_ms, 1)] if streamed else []),
-            fmt_num(c.ms, 1), fmt_num(c.ms_p95, 1), fmt_num(pin.chars if pin else None), fmt_num(pin.ms if pin else None, 1),
-            str(c.attempts), _OUTCOME_WORDS[c.outcome],
-        ])
+    stratum = cache(cell)  # few strata: each escaped once
+    rows = [_case_cells(c, streamed, stratum) for c in cases]
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
     return folded(title, [table(headers, rows), "", *note], detail)
+
+
+def _case_cells(c: CaseRow, streamed: bool, stratum: Callable[[str], str]) -> list[str]:
+    """One row of the cases table, its numbers as ``fmt_num`` words them (a call per number cost 0.25 s at 100k cases)."""
+    pin = c.pin
+    pin_chars, pin_ms = (pin.chars, pin.ms) if pin else (None, None)
+    tokens = _fmt_whole(c.tokens) + "~" if c.tokens_estimated else _fmt_whole(c.tokens)
+    row = [cell(c.id, 60), stratum(c.stratum or "–"), c.label.value, c.channel.value, _fmt_whole(c.chars), tokens,
+           _fmt_tenths(c.ms), _fmt_tenths(c.ms_p95), _fmt_whole(pin_chars), _fmt_tenths(pin_ms), str(c.attempts), _OUTCOME_WORDS[c.outcome]]
+    if streamed:  # inserted, not unpacked into the list: unpacking cost a quarter of the time of a row
+        row.insert(6, _fmt_tenths(c.ttft_ms))
+    return row
 
 
 def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None) -> str:
@@ -463,11 +489,12 @@ def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | N
     parts: list[str] = []
     parts += headline(report, title)
     parts += alerts_section(report)
-    parts += broken_section(report, detail)
+    groups = case_groups(report)
+    parts += broken_section(groups, detail)
     parts += next_steps_section(report)
     parts += grid_section(report)
     parts += time_chart_section(report)
-    parts += tolerated_section(report, detail)
+    parts += tolerated_section(groups, detail)
     parts += labels_section(report, detail)
     parts += lanes_section(report, detail)
     parts += fixtures_section(report, detail)

@@ -125,6 +125,7 @@ def _object_codec(cls: Any) -> tuple[Encode, Decode]:
     # copied in C and only the fields that need it are converted, a third of the work field by field.
     as_state = keys == names and not hasattr(cls, "__slots__")
     field_names = frozenset(names)
+    left_out = dict.fromkeys(names)
     to_plain = tuple((name, enc) for name, (enc, _) in zip(names, codecs, strict=True) if enc is not _identity)
     from_plain = tuple((name, dec) for name, (_, dec) in zip(names, codecs, strict=True) if dec is not _identity)
 
@@ -144,9 +145,8 @@ def _object_codec(cls: Any) -> tuple[Encode, Decode]:
         # 100k-case report (envelope-ci merge) spent most of its time there.
         obj = object.__new__(cls)
         if as_state and data.keys() <= field_names:
-            state = dict(data)
-            if len(state) < len(names):  # a key left out reads as None, the fields in their order
-                state = dict.fromkeys(names) | state
+            # A key left out reads as None, the fields in their order: one merge into the defaults, no copy first.
+            state = dict(data) if len(data) == len(names) else {**left_out, **data}
             object.__setattr__(obj, "__dict__", _converted(state, from_plain))
             return obj
         try:

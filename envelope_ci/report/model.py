@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..canonical import json_encoder
 from ..model import Channel, Fingerprint, Gate, Label, Outcome, Pin, Thresholds, Verdict
 from .codec import from_json, json_schema, to_json
 
@@ -319,8 +320,8 @@ def dump_report(report: Report) -> str:
     return "".join([text, ',\n  "cases": ', *_block([_dumps(to_json(c)) for c in report.cases], "[]", 4), "\n}\n"])
 
 
-# One encoder for every row: ``json.dumps`` with options builds a new one each call.
-_dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+# One encoder for every row (report.json is written a row at a time).
+_dumps = json_encoder(sort_keys=False, separators=(", ", ": "))
 
 
 def _block(lines: list[str], brackets: str, indent: int) -> list[str]:

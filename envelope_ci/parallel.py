@@ -122,8 +122,8 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True) -> Iterator[Ca
 
     For a job that reads its own input (a big ``--replay`` file), started while the heap is still
     small: a child forked later copies every page whose objects it touches (their reference
-    counts change), which cost more than the work it took over (grading 100,000 cases in two
-    forks spent 1.6x the CPU). The list comes back in chunks, so it is never held whole as
+    counts change), which costs about what it saves (grading 100,000 cases in two forks spent
+    1.3-1.8x the CPU per case). The list comes back in chunks, so it is never held whole as
     pickled bytes. A UsageError in the child is raised by the call with its problems; any other
     failure runs ``fn`` again in this process, so that its error is the real one. A child
     still working when the block ends (the run failed first) is stopped.

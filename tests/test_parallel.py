@@ -162,3 +162,17 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_core_a_background_job_works_on_is_not_given_to_parallel_map(monkeypatch):
+    """On 2 cores with a replay being read, validating in two processes more cost CPU and memory and saved nothing."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    items = list(range(40))
+
+    def where(_: int) -> int:
+        return os.getpid()
+
+    assert set(parallel_map(where, items, min_items=2)) != {os.getpid()}  # two cores free: one slice forked
+    with in_background(lambda: [time.sleep(3)]):
+        assert set(parallel_map(where, items, min_items=2)) == {os.getpid()}  # one core left: all here
+    assert set(parallel_map(where, items, min_items=2)) != {os.getpid()}

@@ -1005,3 +1005,23 @@ def test_max_run_time_input_is_a_positive_number_of_seconds(value: str) -> None:
     assert read_inputs({}).max_run_time is None
     for fine in ("1200", "0.5", "30.25"):
         assert read_inputs({"INPUT_MAX-RUN-TIME": fine}).max_run_time == float(fine)
+
+
+def _stuck_grader(wd: Path) -> None:
+    """A python grader whose import never returns: the run hangs while loading, before there is anything to report."""
+    (wd / "evals" / "graders").mkdir()
+    (wd / "evals" / "graders" / "stuck.py").write_text("import time\nwhile True:\n    time.sleep(0.05)\n", "utf-8")
+    (wd / "evals" / "stuck.yaml").write_text(
+        "- id: zz-stuck\n  prompt: p\n  completion: hi\n  assert:\n    - type: python\n      value: graders/stuck.py:ok\n", "utf-8")
+
+
+def test_max_run_time_while_loading_is_inconclusive_and_says_where(tmp_path: Path, stub: GitHubStub) -> None:
+    repo = make_pr_repo(tmp_path, head=_stuck_grader)
+    started = time.monotonic()
+    run = run_action(repo, stub, inputs={"max-run-time": "1"})
+    assert time.monotonic() - started < 60
+    assert run.code == 3, run.stdout + run.stderr
+    assert run.outputs["exit-code"] == "3" and run.outputs["verdict"] == ""
+    assert "the run reached --max-run-time (1 s) while loading the fixtures in evals" in run.stdout
+    body = stub.comments(PR)[0]["body"]
+    assert "while loading the fixtures in evals" in body

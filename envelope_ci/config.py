@@ -7,6 +7,18 @@ from pathlib import Path
 from .model import Lane, RetryPolicy
 from .shard import ShardSpec
 
+# How every report says a run's time was up: the next steps tell such cases from undelivered ones by it.
+OUT_OF_TIME = "the run reached --max-run-time"
+
+
+def out_of_time(limit_s: float) -> str:
+    """``the run reached --max-run-time (N s)``: one wording for the live pool, the supervisor and the partial reports."""
+    return f"{OUT_OF_TIME} ({limit_s:g} s)"
+
+
+# Live calls in flight when --max-run-time is reached get this long to finish (the pool's grace, the supervisor's wait).
+LIVE_GRACE_S = 5.0
+
 
 @dataclass(frozen=True)
 class RunConfig:

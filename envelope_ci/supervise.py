@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import api
 from .api import BaseSource, Graded, RunResult
-from .config import RunConfig
+from .config import LIVE_GRACE_S, RunConfig, out_of_time
 from .errors import UsageError
 from .grading.grade import grade
 from .model import Case, Envelope, Grade
@@ -35,8 +35,6 @@ from .report.build import as_kept
 if TYPE_CHECKING:
     from .transport.pool import LiveOutcome
 
-# Live calls in flight at the deadline get this long to finish (transport.pool's grace).
-LIVE_GRACE_S = 5.0
 # A run still going this long after its time (and the live grace) is killed: time to finish writing its own reports.
 FINISH_GRACE_S = 2.0
 # The partial reports get as long as the run had, and at least this: they load the fixtures again.
@@ -131,7 +129,7 @@ class _Streaming(api.Watch):
     """The child's watch: each phase and each case's grades to the parent as they happen."""
 
     def __init__(self, channel: _Channel, started: float, limit: float) -> None:
-        self.channel, self.limit, self.time_up = channel, limit, started + limit
+        self.channel, self.time_up = channel, started + limit
 
     def phase(self, doing: str) -> None:
         if doing == api.WRITING_PINS and time.monotonic() >= self.time_up:
@@ -164,7 +162,7 @@ class _Stopped:
         return f"while grading case {self.stuck}" if self.stuck else f"while {self.doing}"
 
     def headline(self) -> str:
-        return f"the run reached --max-run-time ({self.limit:g} s) {self.where()}"
+        return f"{out_of_time(self.limit)} {self.where()}"
 
 
 class _Known(api.Watch):
@@ -174,9 +172,9 @@ class _Known(api.Watch):
         self.known, self.stopped = grades, stopped
 
     def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
-        limit = f"--max-run-time ({self.stopped.limit:g} s)"
-        grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: the run reached {limit} while grading this case" if c.id == self.stopped.stuck
-                                                             else f"not run: the run reached {limit} {self.stopped.where()}; this case was not graded")]
+        reached = out_of_time(self.stopped.limit)
+        grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
+                                                             else f"not run: {reached} {self.stopped.where()}; this case was not graded")]
                   for c in cases}
         done = sum(c.id in self.known for c in cases)
         return Graded(grades, (f"{self.stopped.headline()} and was stopped: {done} of {len(cases)} case(s) graded, {len(cases) - done} not graded",))

@@ -60,8 +60,8 @@ def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
 
 def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> Alert | None:
     """``fingerprint_changed``: the pins are another experiment, so size and time went unjudged."""
-    said = _fingerprint_change(results)
-    if said is None or thresholds.fingerprint_change != "fail":
+    said = _fingerprint_change(results) if thresholds.fingerprint_change == "fail" else None
+    if said is None:
         return None
     return Alert("fingerprint_changed", None, f"{said}. Size and time were not judged; re-pin under the new fingerprint on an "
                  "adjudication run (--move-baseline), or run with the pinned settings")
@@ -69,8 +69,8 @@ def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> 
 
 def fingerprint_warning(results: Sequence[CaseResult], thresholds: Thresholds) -> str | None:
     """The same finding under ``fingerprint_change: warn``: not a failure, but never silent."""
-    said = _fingerprint_change(results)
-    if said is None or thresholds.fingerprint_change != "warn":
+    said = _fingerprint_change(results) if thresholds.fingerprint_change == "warn" else None
+    if said is None:
         return None
     return f"{said}; size and time were not judged (fingerprint_change: warn keeps this from failing the run)"
 
@@ -170,6 +170,7 @@ def conclude(
     if extra_blockers:  # an interrupted run judged nothing it did not finish: never a pass or a fail
         verdict = Verdict.INCONCLUSIVE
     gates = tuple(case_gate(r, alerts) for r in results)
-    warnings = tuple(w for w in (fingerprint_warning(results, thresholds),) if w)
+    warning = fingerprint_warning(results, thresholds)
+    warnings = (warning,) if warning else ()
     return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp, verdict, tuple(blockers),
                     tuple(shape.stale), warnings)

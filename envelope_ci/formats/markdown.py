@@ -199,10 +199,10 @@ def case_group_table(cases: Sequence[CaseRow], group: int, limit: int | None) ->
         return "", []
     title, with_outcome, sentence = _GROUPS[group]
     # Strata, reasons and answers repeat across thousands of rows: each text is escaped once.
-    stratum, why, answer = cache(cell), cache(partial(cell, limit=160)), cache(partial(cell, limit=80))
+    short, why = cache(cell), cache(partial(cell, limit=160))  # cell's own limit (80) for strata and answers
     rows = [
-        [cell(c.id, 60), stratum(c.stratum or "–"), c.label.value, c.channel.value,
-         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), why("; ".join(c.reasons)), answer(c.preview or "")]
+        [cell(c.id, 60), short(c.stratum or "–"), c.label.value, c.channel.value,
+         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), why("; ".join(c.reasons)), short(c.preview or "")]
         for c in cases[:limit]
     ]
     headers = ["case", "stratum", "label", "channel", *(["outcome"] if with_outcome else []), "why", "answer"]

@@ -71,6 +71,20 @@ def equal(one: Any, two: Any) -> bool:
     return bool(one == two)
 
 
+def errors_of(check: Check | None, validator: Any, instance: Any) -> list[Any]:
+    """jsonschema's errors for ``instance`` (``validator.iter_errors``), asked only when the compiled ``check`` says no.
+
+    None (a schema it does not support) and a recursion too deep for the check leave the answer
+    to jsonschema too, which words that as well.
+    """
+    try:
+        if check is not None and check(instance):
+            return []
+    except RecursionError:
+        pass
+    return list(validator.iter_errors(instance))
+
+
 def compile_check(schema: Any) -> Check | None:
     """The schema as one check that is True exactly when jsonschema (draft 2020-12) finds the instance valid; None when unsupported."""
     named = schema.get("$schema", DRAFT_2020_12) if isinstance(schema, dict) else DRAFT_2020_12

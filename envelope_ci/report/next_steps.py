@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..analysis.analyse import Analysis
 from ..analysis.cases import CaseResult
+from ..config import OUT_OF_TIME
 from ..model import CONFIG_NAMES, Outcome, Verdict
 from .model import NextStep, RunInfo
 
@@ -112,9 +113,9 @@ def _inconclusive_steps(analysis: Analysis, run: RunInfo) -> list[NextStep]:
     out_of_time: list[CaseResult] = []
     unanswered: list[CaseResult] = []
     for r in undelivered:
-        (out_of_time if any("--max-run-time" in reason for reason in r.reasons) else unanswered).append(r)
+        (out_of_time if any(OUT_OF_TIME in reason for reason in r.reasons) else unanswered).append(r)
     if out_of_time:
-        steps.append(NextStep(f"the run reached --max-run-time before {len(out_of_time)} case(s) were graded ({_ids([r.case.id for r in out_of_time])}): "
+        steps.append(NextStep(f"{OUT_OF_TIME} before {len(out_of_time)} case(s) were graded ({_ids([r.case.id for r in out_of_time])}): "
                               "if a case hangs grading (the blockers name it), fix its pattern or assertion; otherwise raise --max-run-time", None))
     if unanswered:
         first = unanswered[0].reasons[0] if unanswered[0].reasons else "no response"

@@ -21,7 +21,7 @@ from ..canonical import LONE_SURROGATE, digest
 from ..errors import Problem, UsageError
 from ..grading.assertions.base import Expectation
 from ..grading.assertions.registry import lookup, schema_fragments, shorthands
-from ..grading.fastschema import Check, compile_check
+from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import STRATA, Case
 from ..parallel import parallel_map
 from .files import CASE_SUFFIXES, case_files
@@ -59,10 +59,7 @@ def _case_check() -> Check | None:
 
 def _schema_errors(data: Any) -> list[jsonschema.ValidationError]:
     """jsonschema's errors for a case, in field order; only a case the compiled check says no to is walked by jsonschema."""
-    check = _case_check()
-    if check is not None and check(data):
-        return []
-    return sorted(_case_validator().iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
+    return sorted(errors_of(_case_check(), _case_validator(), data), key=lambda e: list(map(str, e.absolute_path)))
 
 
 def _field_path(error: jsonschema.ValidationError) -> str:

@@ -16,7 +16,7 @@ from ..errors import Problem, UsageError
 from ..grading.grade import grade
 from ..model import PINS_NAME, Case
 from .cases import load_cases
-from .recordings import envelope_from_raw, envelope_problem, iter_recordings
+from .recordings import envelope_from_raw, envelope_problem, iter_recordings, repeats
 from .sidecars import read_sidecar, render_sidecar, sidecar_of
 
 
@@ -44,8 +44,7 @@ def read_envelopes(path: Path, cases: Mapping[str, Case]) -> dict[str, list[Any]
         elif (found := envelope_problem(item["recorded"])) is not None:
             problems.append(Problem(shown, number, found[0], found[1]))
         else:
-            recorded = item["recorded"]
-            out.setdefault(item["id"], []).extend(recorded if isinstance(recorded, list) else [recorded])
+            out.setdefault(item["id"], []).extend(repeats(item["recorded"]))
     if problems:
         raise UsageError(problems)
     if not out:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import jsonschema
 
 from ..errors import Problem, UsageError
-from ..grading.fastschema import Check, compile_check
+from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import Case, Envelope
 from .files import read_text
 from .parse import NotJSON, json_problem, loads_checked, loads_strict, numbered_lines
@@ -83,15 +83,20 @@ def _envelope_check() -> Check | None:
     return compile_check(ENVELOPE_SCHEMA)
 
 
+def repeats(recorded: Any) -> list[Any]:
+    """A ``recorded`` value's envelopes: one, or a list of repeats."""
+    return recorded if isinstance(recorded, list) else [recorded]
+
+
 def envelope_problem(recorded: Any) -> tuple[str, str] | None:
     """The first problem with a ``recorded`` value (one envelope or a list of repeats)."""
-    items = recorded if isinstance(recorded, list) else [recorded]
+    items = repeats(recorded)
     if isinstance(recorded, list) and not recorded:
         return "recorded", "a list of repeats needs at least one envelope"
     validator, check = _envelope_validator(), _envelope_check()
     for index, env in enumerate(items):
         prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
-        errors = [] if check is not None and check(env) else list(validator.iter_errors(env))
+        errors = errors_of(check, validator, env)
         if errors:
             return _envelope_error(prefix, env, errors)
         found = _judgement_problem(prefix, env)
@@ -121,11 +126,6 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
     return prefix + (f".{where}" if where else ""), error.message
 
 
-def _repeats(recorded: Any) -> list[Any]:
-    """A ``recorded`` value's envelopes: one, or a list of repeats."""
-    return recorded if isinstance(recorded, list) else [recorded]
-
-
 @dataclass(frozen=True)
 class Replay:
     """A ``--replay`` file, checked: each case's lines kept as text until the case is graded.
@@ -140,7 +140,7 @@ class Replay:
 
     def envelopes(self, case_id: str) -> list[Envelope]:
         """A case's envelopes, built now from its lines (checked when read)."""
-        return [envelope_from_raw(env) for line in self.lines[case_id] for env in _repeats(loads_checked(line)["recorded"])]
+        return [envelope_from_raw(env) for line in self.lines[case_id] for env in repeats(loads_checked(line)["recorded"])]
 
 
 class ReplayLine(NamedTuple):
@@ -163,7 +163,7 @@ def read_replay(path: Path) -> list[ReplayLine]:
             out.append(ReplayLine(number, None, line, None, []))
             continue
         found = envelope_problem(item["recorded"])
-        out.append(ReplayLine(number, item["id"], line, found, [] if found else list(map(request_of, _repeats(item["recorded"])))))
+        out.append(ReplayLine(number, item["id"], line, found, [] if found else list(map(request_of, repeats(item["recorded"])))))
     return out
 
 

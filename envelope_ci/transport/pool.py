@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..config import LIVE_GRACE_S, out_of_time
 from ..grading.envelope import judge, spoken_text
 from ..grading.grade import grade
 from ..grading.rubric import judge_request, rubrics
@@ -104,7 +105,7 @@ def run_live(
     record: Path | None = None,
     progress: Progress | None = None,
     stop: threading.Event | None = None,
-    grace_s: float = 5.0,
+    grace_s: float = LIVE_GRACE_S,
     seed: int | None = None,
     max_run_s: float | None = None,
     started_at: float | None = None,
@@ -127,8 +128,8 @@ def run_live(
         for t in threads:
             t.start()
         started = time.monotonic() if started_at is None else started_at
-        if _join(threads, pool.stop, grace_s, started + (max_run_s or math.inf)):
-            pool.out_of_time = f"the run reached --max-run-time ({max_run_s:g} s)"
+        if _join(threads, pool.stop, grace_s, started + (max_run_s or math.inf)) and max_run_s is not None:
+            pool.out_of_time = out_of_time(max_run_s)
     finally:
         watchdog.close()  # calls still in flight after the grace are cut here
         if writer:

@@ -20,7 +20,7 @@ from jsonschema_specifications import REGISTRY as METASCHEMAS
 from referencing.exceptions import Unresolvable
 
 from ...canonical import canonical_json
-from ..fastschema import Check, compile_check
+from ..fastschema import compile_check, errors_of
 from .base import Answer, AssertionType, Failure
 
 SchemaCheck = Callable[[Any], list[str]]
@@ -53,23 +53,13 @@ def _compiled(schema_json: str) -> SchemaCheck:
     valid = compile_check(schema) if cls is jsonschema.Draft202012Validator else None
 
     def check(instance: Any) -> list[str]:
-        if valid is not None and _holds(valid, instance):
-            return []  # jsonschema is asked only to word a failure
         try:
-            errors = sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path)))
+            errors = sorted(errors_of(valid, validator, instance), key=lambda e: list(map(str, e.absolute_path)))
         except RecursionError:  # a deep answer under a recursive schema: the answer is hostile input, not our bug
             return [TOO_DEEP]
         return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
 
     return check
-
-
-def _holds(valid: Check, instance: Any) -> bool:
-    """The compiled check's yes; a recursion too deep for it is left to jsonschema, which words that too."""
-    try:
-        return valid(instance)
-    except RecursionError:
-        return False
 
 
 def compile_schema(schema: Any) -> SchemaCheck:

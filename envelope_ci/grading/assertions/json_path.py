@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..fastschema import equal as json_equal  # JSON equality, as jsonschema has it: 2 equals 2.0, true is not 1
 from .base import Answer, AssertionType, Failure
 from .regex import pattern_problem
 
@@ -67,18 +68,6 @@ def _missing(here: Any, step: Step) -> str | None:
 
 def _kind(value: Any) -> str:
     return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
-
-
-def json_equal(a: Any, b: Any) -> bool:
-    """JSON equality: 2 equals 2.0, but true is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
-    return (numbers or type(a) is type(b)) and a == b
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,9 @@ from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_u
 from .config import RunConfig
 from .errors import Problem, UsageError
 from .formats.registry import write_reports
+from .grading.envelope import Gradable
 from .grading.grade import grade_all
-from .model import VERDICT_EXIT, Case, Envelope, ExitCode, Grade, Pins, Thresholds
+from .model import VERDICT_EXIT, Case, ExitCode, Grade, Pins, Thresholds
 from .parallel import in_background
 from .report.build import base_diff_rows, build_report, scrub
 from .report.merge import ShardRun, read_shards, shard_info
@@ -77,7 +78,7 @@ class Watch:
     def phase(self, doing: str) -> None:
         """``doing`` begins, in the words a report says a run was stopped in ("grading", "writing the reports")."""
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
         """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now."""
         return Graded(graded if graded is not None else grade_all(cases, envelopes))
 
@@ -211,7 +212,7 @@ def _excluded(config: RunConfig) -> set[Path]:
 class _Gathered:
     """The envelopes to grade (a live run brings its grades), and what getting them said about the run."""
 
-    envelopes: Mapping[str, Sequence[Envelope]]  # offline: built as each case is graded (sources.recordings.Recorded)
+    envelopes: Mapping[str, Sequence[Gradable]]  # offline: built as each case is graded (sources.recordings.Recorded)
     interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
     remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets

@@ -28,6 +28,7 @@ from . import api
 from .api import BaseSource, Graded, RunResult
 from .config import LIVE_GRACE_S, RunConfig, out_of_time
 from .errors import UsageError
+from .grading.envelope import Gradable
 from .grading.grade import grade
 from .model import Case, Envelope, Grade
 from .report.build import as_kept
@@ -137,7 +138,7 @@ class _Streaming(api.Watch):
             raise _OutOfTime(doing)
         self.channel.send(("phase", doing))
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
         """One case at a time, as ``grade_all`` grades each (on one core), each sent as soon as it is graded."""
         if graded is not None:  # a live run's, graded as they arrived
             self.channel.send(("graded", graded))
@@ -171,7 +172,7 @@ class _Known(api.Watch):
     def __init__(self, grades: Mapping[str, list[Grade]], stopped: _Stopped) -> None:
         self.known, self.stopped = grades, stopped
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
         reached = out_of_time(self.stopped.limit)
         grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
                                                              else f"not run: {reached} {self.stopped.where()}; this case was not graded")]

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 import yaml
 
+from envelope_ci.grading.envelope import read_ahead
 from envelope_ci.grading.grade import grade as grade_envelope
 from envelope_ci.model import Case, Envelope, Grade
 from envelope_ci.sources.cases import build_case, validate_raw
@@ -169,7 +170,10 @@ def grade(source: Mapping[str, Any] | Envelope | str, kase: Case | None = None, 
         env = Envelope(completion=source)
     else:
         env = envelope_from_raw(source)
-    return grade_envelope(env, kase)
+    graded = grade_envelope(env, kase)
+    ahead = read_ahead(env)  # a --replay line's envelopes are judged on another core, before their case is known
+    assert ahead is None or grade_envelope(ahead, kase) == graded, "judged ahead, an envelope must grade exactly as itself"
+    return graded
 
 
 # ---------------------------------------------------------------------------------------

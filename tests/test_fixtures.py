@@ -6,14 +6,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, chat_body, make_suite, recorded, transport_error, write_replay
+from conftest import EXAMPLES, chat_body, make_case, make_suite, recorded, transport_error, write_replay
 
 from envelope_ci.errors import Problem, UsageError
-from envelope_ci.model import Envelope
+from envelope_ci.grading.grade import grade
+from envelope_ci.model import Envelope, Label
 from envelope_ci.sources.cases import case_schema, load_cases
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES
-from envelope_ci.sources.recordings import Replay, offline_envelopes, read_replay, replay_of
+from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay, replay_of
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -262,8 +263,23 @@ def load_recordings(path, case_ids):
 def test_load_recordings(tmp_path):
     path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
     out = load_recordings(path, {"a", "b", "c"})
-    assert [e.elapsed_ms for e in out.envelopes("a")] == [10.0, 1.2] and out.envelopes("a")[1].error
+    assert [e.elapsed_ms for e in out.envelopes("a")] == [10.0, 1.2] and out.envelopes("a")[1].label is Label.DROP
     assert len(out.envelopes("b")) == 2 and "c" not in out.lines and out.requests["b"] == [None, None]
+
+
+def test_replay_lines_are_judged_ahead_and_graded_as_read(tmp_path):
+    """Read on another core, a replay's envelopes come back judged, without their text; each grades as the envelope itself."""
+    kase = make_case(must_include=["x"])
+    with_judge = {**recorded(chat_body("x")), "judgements": {"says x": recorded(chat_body('{"pass": true, "reason": "ok"}'))}}
+    lines = [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("x", finish_reason="length"))]),
+             ("c", with_judge)]
+    path = write_replay(tmp_path / "rec.jsonl", lines)
+    read = read_replay(path)
+    assert [(line.text == "", len(line.ahead)) for line in read] == [(True, 1), (True, 1), (True, 2), (False, 0)]  # a judge's envelope: graded with the case
+    replay = replay_of(read, path.as_posix(), {"a", "b", "c"})
+    got = [grade(e, kase) for case_id in "abc" for e in replay.envelopes(case_id)]
+    expected = [grade(envelope_from_raw(env), kase) for _, value in lines for env in (value if isinstance(value, list) else [value])]
+    assert got == expected and [g.label for g in got] == [Label.RIGHT, Label.DROP, Label.WRONG, Label.TRUNCATED, Label.RIGHT]
 
 
 def test_recordings_problems_name_the_line(tmp_path):

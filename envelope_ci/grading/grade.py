@@ -10,21 +10,21 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from ..model import Case, Envelope, Grade, Label
+from ..model import Case, Grade, Label
 from ..parallel import parallel_map
 from ..providers.base import Reply
 from .assertions.base import Answer, Failure
-from .envelope import json_payload, judge, speaks_json, spoken_text
+from .envelope import Gradable, Judgement, ReadAhead, json_payload, judge, speaks_json, spoken_text
 from .rubric import Verdict, verdicts_of
 
 # A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
 _FENCE = re.compile(r"^[ \t]*```", re.M)
 
 
-def grade(envelope: Envelope, case: Case) -> Grade:
-    """Label one envelope for one case, with what was read to get there."""
+def grade(envelope: Gradable, case: Case) -> Grade:
+    """Label one envelope for one case (judged already, when read ahead), with what was read to get there."""
     verdicts = verdicts_of(envelope, case)
-    label, reasons, reply = _label(envelope, case, verdicts)
+    label, reasons, reply = _label(envelope if isinstance(envelope, ReadAhead) else judge(envelope), case, verdicts)
     text = envelope.completion if envelope.completion is not None else (spoken_text(reply) if reply else None)
     chars = len(text) if text is not None and not label.is_transport else None
     tokens = reply.completion_tokens if reply and not label.is_transport else None
@@ -48,8 +48,7 @@ def grade(envelope: Envelope, case: Case) -> Grade:
     )
 
 
-def _label(envelope: Envelope, case: Case, verdicts: Mapping[str, Verdict]) -> tuple[Label, list[str], Reply | None]:
-    judged = judge(envelope)
+def _label(judged: Judgement | ReadAhead, case: Case, verdicts: Mapping[str, Verdict]) -> tuple[Label, list[str], Reply | None]:
     reasons = list(judged.reasons)
     if judged.label is not None or judged.reply is None:
         return judged.label or Label.EMPTY, reasons, judged.reply
@@ -88,7 +87,7 @@ def _call_names(reply: Reply) -> str:
     return ", ".join(names) or "(unnamed)"
 
 
-def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]]) -> dict[str, list[Grade]]:
+def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]]) -> dict[str, list[Grade]]:
     """Grade every envelope; over all cores for big runs only when a case runs a heavy check (a Python grader).
 
     The built-in assertions cost tens of microseconds a case, less than what a forked worker adds

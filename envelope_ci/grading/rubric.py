@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Case, Envelope
-from .envelope import json_payload, judge
+from .envelope import Gradable, json_payload, judge
 
 RUBRIC_TYPE = "llm-rubric"
 JUDGE_SYSTEM = ("You grade an assistant's answer against a rubric. Reply with only a JSON object, "
@@ -52,7 +52,7 @@ def judge_request(case: Case, rubric: Rubric, answer: str) -> Case:
                 request={"response_format": {"type": "json_object"}})
 
 
-def verdicts_of(envelope: Envelope, case: Case) -> dict[str, Verdict]:
+def verdicts_of(envelope: Gradable, case: Case) -> dict[str, Verdict]:
     """Each rubric's verdict from the judge envelopes the model's envelope carries (rubric text -> Verdict)."""
     return {r.text: verdict_of(r, envelope.judgements.get(r.text)) for r in rubrics(case)}
 

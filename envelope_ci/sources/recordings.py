@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import jsonschema
 
 from ..errors import Problem, UsageError
+from ..grading.envelope import Gradable, ReadAhead, read_ahead
 from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import Case, Envelope
 from .files import read_text
@@ -128,19 +129,26 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
 
 @dataclass(frozen=True)
 class Replay:
-    """A ``--replay`` file, checked: each case's lines kept as text until the case is graded.
+    """A ``--replay`` file, checked: each case's envelopes judged ahead, or its lines kept as text until the case is graded.
 
     Parsed, a recorded answer is about four times its line, and every one would be held until
-    the last case is graded (100,000 bench lines: ~270 MB parsed, ~60 MB as text). The
+    the last case is graded (100,000 bench lines: ~270 MB parsed, ~60 MB as text). Judged ahead
+    (``ReadAhead``), an envelope keeps only what grading reads: a little less than its line. The
     requests the envelopes answered are kept as read: the staleness check needs nothing else.
     """
 
-    lines: Mapping[str, list[str]]  # case id -> its lines, in file order (repeats)
+    lines: Mapping[str, list[str | tuple[ReadAhead, ...]]]  # case id -> its lines, in file order (repeats)
     requests: Mapping[str, list[Mapping[str, Any] | None]]  # case id -> each envelope's recorded request
 
-    def envelopes(self, case_id: str) -> list[Envelope]:
-        """A case's envelopes, built now from its lines (checked when read)."""
-        return [envelope_from_raw(env) for line in self.lines[case_id] for env in repeats(loads_checked(line)["recorded"])]
+    def envelopes(self, case_id: str) -> list[Gradable]:
+        """A case's envelopes: judged ahead, or built now from a line's text (checked when read)."""
+        out: list[Gradable] = []
+        for line in self.lines[case_id]:
+            if isinstance(line, str):
+                out += [envelope_from_raw(env) for env in repeats(loads_checked(line)["recorded"])]
+            else:
+                out += line
+        return out
 
 
 class ReplayLine(NamedTuple):
@@ -148,13 +156,14 @@ class ReplayLine(NamedTuple):
 
     number: int
     case_id: str | None  # None: not a {"id", "recorded"} line
-    text: str
+    text: str  # empty when its envelopes were judged ahead: the text is then no longer needed
     problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
     requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
+    ahead: tuple[ReadAhead, ...] = ()  # its envelopes judged ahead (none when one carries judge envelopes)
 
 
 def read_replay(path: Path) -> list[ReplayLine]:
-    """Every line of a ``--replay`` file, its envelopes checked: the work that needs no case ids, so it can run while they load."""
+    """Every line of a ``--replay`` file, its envelopes checked and judged: the work that needs no case, so it can run while they load."""
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
     out = []
@@ -162,14 +171,21 @@ def read_replay(path: Path) -> list[ReplayLine]:
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
             out.append(ReplayLine(number, None, line, None, []))
             continue
+        envelopes = repeats(item["recorded"])
         found = envelope_problem(item["recorded"])
-        out.append(ReplayLine(number, item["id"], line, found, [] if found else list(map(request_of, repeats(item["recorded"])))))
+        if found is not None:
+            out.append(ReplayLine(number, item["id"], line, found, []))
+            continue
+        ahead = [read_ahead(envelope_from_raw(env)) for env in envelopes]
+        judged = tuple(a for a in ahead if a is not None)
+        whole = len(judged) == len(ahead)
+        out.append(ReplayLine(number, item["id"], "" if whole else line, None, list(map(request_of, envelopes)), judged if whole else ()))
     return out
 
 
 def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Replay:
     """The lines of a ``--replay`` file (``shown``) held against the fixtures' case ids: every problem at once, in line order."""
-    lines: dict[str, list[str]] = {}
+    lines: dict[str, list[str | tuple[ReadAhead, ...]]] = {}
     requests: dict[str, list[Mapping[str, Any] | None]] = {}
     problems: list[Problem] = []
     for line in read:
@@ -180,7 +196,7 @@ def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Rep
         elif line.problem is not None:
             problems.append(Problem(shown, line.number, *line.problem))
         else:
-            lines.setdefault(line.case_id, []).append(line.text)
+            lines.setdefault(line.case_id, []).append(line.ahead or line.text)
             requests.setdefault(line.case_id, []).extend(line.requests)
     if problems:
         raise UsageError(problems)
@@ -230,7 +246,7 @@ class RecordingWriter:
 
 
 @dataclass(frozen=True, eq=False)
-class Recorded(Mapping[str, list[Envelope]]):
+class Recorded(Mapping[str, list[Gradable]]):
     """The envelopes to grade offline by case id, each case's built only when asked for (as it is graded).
 
     ``requests`` are what each case's recordings answered, for the staleness check: a bare
@@ -241,7 +257,7 @@ class Recorded(Mapping[str, list[Envelope]]):
     replay: Replay | None
     requests: Mapping[str, list[Mapping[str, Any] | None]]
 
-    def __getitem__(self, case_id: str) -> list[Envelope]:
+    def __getitem__(self, case_id: str) -> list[Gradable]:
         if self.replay and case_id in self.replay.lines:
             return self.replay.envelopes(case_id)
         case = self.cases[case_id]

@@ -22,6 +22,7 @@ from envelope_ci.canonical import LONE_SURROGATE
 from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.fastschema import compile_check
 from envelope_ci.sources import cases as cases_module
+from envelope_ci.sources import parse
 from envelope_ci.sources.cases import case_schema, not_json, validate_raw
 from envelope_ci.sources.parse import RawCase, numbered_lines, parse_file
 from envelope_ci.sources.recordings import ENVELOPE_SCHEMA
@@ -265,9 +266,14 @@ def test_not_json_finds_what_the_old_walk_found(value: Any) -> None:
 
 
 @bounded(800)
-@given(st.text(alphabet="ab \t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", max_size=12))
-def test_numbered_lines_are_splitlines(text: str) -> None:
-    assert list(numbered_lines(text)) == list(enumerate(text.splitlines(), start=1))
+@given(st.text(alphabet="ab \t\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029", max_size=12), st.sampled_from([1, 2, 3, 5, parse.LINES_BLOCK]))
+def test_numbered_lines_are_splitlines(text: str, block: int) -> None:
+    """Cut in blocks of any size (a block ends after a "\\n"), the lines and their numbers are those of the whole text."""
+    was, parse.LINES_BLOCK = parse.LINES_BLOCK, block
+    try:
+        assert list(numbered_lines(text)) == list(enumerate(text.splitlines(), start=1))
+    finally:
+        parse.LINES_BLOCK = was
 
 
 # -- what the JSON parser vouches for ------------------------------------------------------------------

@@ -436,16 +436,25 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     return with_defaults(out, defaults, dict.fromkeys(defaults, top_lines.get("defaults", 1)), shown)
 
 
-# One line as ``str.splitlines`` cuts them: its text, then its end (any of the line boundaries it knows).
-_LINE = re.compile("([^\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]*)(?:\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029])?")
+# Lines are cut a block of about this many characters at a time (ending after a "\n"): the text is not held twice over.
+LINES_BLOCK = 1 << 20
 
 
 def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``enumerate(text.splitlines(), start=1)``, one line at a time: a 50 MB recordings file is not held twice over."""
-    for number, match in enumerate(_LINE.finditer(text), start=1):
-        if match.end() == match.start():  # only at the end of the text
-            return
-        yield number, match.group(1)
+    """``enumerate(text.splitlines(), start=1)``, a block at a time: a 50 MB recordings file is not held twice over.
+
+    A block ends just after a "\n", which ends a line whatever comes before it ("\r\n" stays
+    whole), so the blocks' lines are the text's lines. ``str.splitlines`` in C cuts them
+    several times faster than a regular expression walked line by line.
+    """
+    first, start = 1, 0
+    while start < len(text):
+        end = text.find("\n", start + LINES_BLOCK)
+        end = len(text) if end < 0 else end + 1
+        lines = text[start:end].splitlines()  # never empty: the block is not
+        yield from enumerate(lines, start=first)
+        first += len(lines)
+        start = end
 
 
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:

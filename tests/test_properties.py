@@ -7,6 +7,7 @@ opens a fence, a mention or raw HTML as GitHub's parser reads it.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -20,14 +21,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_checks import fences_are_ours, gfm
 
+from envelope_ci.analysis.cases import measure_of
+from envelope_ci.canonical import LONE_SURROGATE
 from envelope_ci.errors import UsageError
 from envelope_ci.formats.escape import cell, inline
 from envelope_ci.formats.markdown import table
 from envelope_ci.grading.assertions.is_json import compile_schema, schema_problem
 from envelope_ci.grading.grade import grade
-from envelope_ci.model import Envelope, Label
+from envelope_ci.model import Envelope, Grade, Label
 from envelope_ci.providers.openai_chat import OPENAI_CHAT, error_payload, read_reply
 from envelope_ci.providers.sse import flush_sse, iter_sse_data
+from envelope_ci.report.build import scrub
 from envelope_ci.sources.cases import load_cases
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -248,3 +252,28 @@ def test_item_18_inline_text_stays_one_plain_list_item(text):
     inner = out[len("<ul>\n<li>"): -len("</li>\n</ul>\n")]
     assert "<" not in inner, out  # no element at all: no link, image, emphasis, code span or raw HTML
     inert(inner)
+
+
+# -- fast paths agree with the general ones -----------------------------------------------------------
+
+SURROGATE_TEXT = st.lists(st.sampled_from(["a", " ", "\u00e9", "\ud800", "\udc00", "\U0001f600", "\ufffd"]), max_size=8).map("".join)
+MILLISECONDS = st.none() | st.integers(0, 10**6) | st.floats(0, 1e6, allow_nan=False)
+
+
+@bounded(400)
+@given(label=st.sampled_from(list(Label)), chars=st.none() | st.integers(0, 10**6), tokens=st.none() | st.integers(0, 10**5),
+       estimated=st.booleans(), ms=MILLISECONDS)
+def test_the_measure_of_one_repeat_is_that_of_three_alike(label, chars, tokens, estimated, ms):
+    """One repeat's figures are taken as they are; three alike take the general path (medians and p95 of three equal values)."""
+    one = Grade(label, (), None, None, None, 200, chars, tokens, estimated, ms, None, 1)
+    fast, general = measure_of([one]), measure_of([one] * 3)
+    assert fast == general and [type(v) for v in dataclasses.astuple(fast)] == [type(v) for v in dataclasses.astuple(general)]  # 400 stays 400, not 400.0
+
+
+@bounded(400)
+@given(text=SURROGATE_TEXT | st.lists(SURROGATE_TEXT, max_size=3))
+def test_scrub_replaces_exactly_the_lone_surrogates(text):
+    """ASCII text is given back as it is; any other has each lone surrogate replaced, and nothing else changed."""
+    texts = [text] if isinstance(text, str) else text
+    scrubbed = scrub(text)
+    assert (list(scrubbed) if not isinstance(text, str) else [scrubbed]) == [LONE_SURROGATE.sub("\ufffd", t) for t in texts]

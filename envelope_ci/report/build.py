@@ -28,7 +28,7 @@ def scrub(value: Any) -> Any:
     report.json (or the comment) fail far from its cause.
     """
     if isinstance(value, str):
-        return LONE_SURROGATE.sub("\ufffd", value)
+        return value if value.isascii() else LONE_SURROGATE.sub("\ufffd", value)  # only non-ASCII text can hold one
     if isinstance(value, (list, tuple)):
         return tuple(scrub(v) for v in value)
     return value

@@ -19,6 +19,8 @@ from .rubric import Verdict, verdicts_of
 
 # A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
 _FENCE = re.compile(r"^[ \t]*```", re.M)
+# The assertions' failures in the order they are judged, each with the label it gives.
+_SHAPE_THEN_CONTENT = ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG))
 
 
 def grade(envelope: Gradable, case: Case) -> Grade:
@@ -57,23 +59,24 @@ def _label(judged: Judgement | ReadAhead, case: Case, verdicts: Mapping[str, Ver
         return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"], reply
     # Assertions read the message text only, never a tool call's name or arguments.
     text = reply.content or reply.refusal or ""
-    answer = Answer(text, tool_calls=reply.tool_calls, verdicts=verdicts)
+    parsed, has_json = None, False
     if case.reads_json:
         if not speaks_json(reply):
             if case.wants_json:
                 return Label.WRONG, reasons + ["no JSON answer to grade"], reply
         elif judged.parsed:  # parsed already, telling a cut answer from a whole one
-            answer = Answer(text, judged.parsed[0], True, reply.tool_calls, verdicts)
+            parsed, has_json = judged.parsed[0], True
         else:
             payload = json_payload(reply)
             try:
-                answer = Answer(text, json.loads(payload), True, reply.tool_calls, verdicts)
+                parsed, has_json = json.loads(payload), True
             except json.JSONDecodeError as exc:
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
                     return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
-    for failure, label in ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG)):
-        unjudged = [v.reason for v in verdicts.values() if v.passed is None]
+    answer = Answer(text, parsed, has_json, reply.tool_calls, verdicts)
+    unjudged = [v.reason for v in verdicts.values() if v.passed is None]
+    for failure, label in _SHAPE_THEN_CONTENT:
         if failure is Failure.WRONG and unjudged:
             return Label.DROP, reasons + unjudged, reply
         failed = [why for e in case.expectations for why in e.failures_as(failure, answer, case)]

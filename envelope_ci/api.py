@@ -212,7 +212,7 @@ def _excluded(config: RunConfig) -> set[Path]:
 class _Gathered:
     """The envelopes to grade (a live run brings its grades), and what getting them said about the run."""
 
-    envelopes: Mapping[str, Sequence[Gradable]]  # offline: built as each case is graded (sources.recordings.Recorded)
+    envelopes: Mapping[str, Sequence[Gradable]]  # offline: a case's, given when it is graded (sources.recordings.Recorded)
     interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
     remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
@@ -235,7 +235,7 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
                          live=outcome.live_run())
     replay = replay_of(replay_lines(), config.replay.as_posix(), suite_ids) if config.replay else None
     recorded = offline_envelopes(cases, replay)
-    return _Gathered(recorded, replayed=sum(c.id in replay.lines for c in cases) if replay else 0, requests=recorded.requests)
+    return _Gathered(recorded, replayed=sum(c.id in replay.held for c in cases) if replay else 0, requests=recorded.requests)
 
 
 def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig, started_at: float) -> LiveOutcome:

@@ -511,8 +511,11 @@ def test_completion_text_is_graded_like_content():
         chat_body("Edinburgh, UK", message_extra={"reasoning_content": "hmm"}, extra={"timings": {"prompt_n": 44, "prompt_ms": 12.3, "predicted_n": 48, "predicted_ms": 401.2}, "system_fingerprint": "b1-a414a44"}),
         chat_body("Edinburgh, UK", message_extra={"annotations": []}, extra={"service_tier": "default", "obfuscation": "x1y2"}),
         chat_body([{"type": "text", "text": "Edinburgh, "}, {"type": "text", "text": "UK"}]),
+        chat_body([{"type": "text", "text": "Edinburgh, UK"}, {"type": "image", "text": 5}, {"type": "text", "text": None}]),
+        chat_body("Edinburgh, UK", message_extra={"tool_calls": 5}),
+        chat_body("Edinburgh, UK", message_extra={"tool_calls": {"id": "x"}}),
     ],
-    ids=["azure", "vllm", "llamacpp", "openai-new-keys", "content-parts"],
+    ids=["azure", "vllm", "llamacpp", "openai-new-keys", "content-parts", "content-part-text-not-text", "tool-calls-a-number", "tool-calls-an-object"],
 )
 def test_unknown_extra_fields_are_tolerated(body):
     g = grade(recorded(body), **TEXT_CASE)

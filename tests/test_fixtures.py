@@ -264,22 +264,26 @@ def test_load_recordings(tmp_path):
     path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
     out = load_recordings(path, {"a", "b", "c"})
     assert [e.elapsed_ms for e in out.envelopes("a")] == [10.0, 1.2] and out.envelopes("a")[1].label is Label.DROP
-    assert len(out.envelopes("b")) == 2 and "c" not in out.lines and out.requests["b"] == [None, None]
+    assert len(out.envelopes("b")) == 2 and "c" not in out.held and out.requests["b"] == [None, None]
 
 
 def test_replay_lines_are_judged_ahead_and_graded_as_read(tmp_path):
-    """Read on another core, a replay's envelopes come back judged, without their text; each grades as the envelope itself."""
+    """Read on another core, a replay's envelopes come back judged, without their text; each grades as the envelope itself.
+
+    A line whose envelopes carry a judge's (an llm-rubric verdict, even in one repeat of a list) keeps its text: it is
+    judged with the case's rubrics when graded.
+    """
     kase = make_case(must_include=["x"])
     with_judge = {**recorded(chat_body("x")), "judgements": {"says x": recorded(chat_body('{"pass": true, "reason": "ok"}'))}}
-    lines = [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("x", finish_reason="length"))]),
-             ("c", with_judge)]
+    lines = [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()),
+             ("b", [recorded(chat_body("y")), recorded(chat_body("x", finish_reason="length"))]), ("c", with_judge), ("c", [recorded(chat_body("x")), with_judge])]
     path = write_replay(tmp_path / "rec.jsonl", lines)
     read = read_replay(path)
-    assert [(line.text == "", len(line.ahead)) for line in read] == [(True, 1), (True, 1), (True, 2), (False, 0)]  # a judge's envelope: graded with the case
+    assert [len(line.held) if isinstance(line.held, tuple) else "text" for line in read] == [1, 1, 2, "text", "text"]
     replay = replay_of(read, path.as_posix(), {"a", "b", "c"})
     got = [grade(e, kase) for case_id in "abc" for e in replay.envelopes(case_id)]
     expected = [grade(envelope_from_raw(env), kase) for _, value in lines for env in (value if isinstance(value, list) else [value])]
-    assert got == expected and [g.label for g in got] == [Label.RIGHT, Label.DROP, Label.WRONG, Label.TRUNCATED, Label.RIGHT]
+    assert got == expected and [g.label for g in got] == [Label.RIGHT, Label.DROP, Label.WRONG, Label.TRUNCATED, Label.RIGHT, Label.RIGHT, Label.RIGHT]
 
 
 def test_recordings_problems_name_the_line(tmp_path):

@@ -99,6 +99,7 @@ def _measure_of_one(g: Grade) -> Measure:
         return _NOTHING_MEASURED
     if g.elapsed_ms is None:
         return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, None, None)
+    # ``or 0.0`` as the general path's p95 has it: an int 0 is written 0.0 there, and report.json must not change.
     return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, round(g.elapsed_ms, 3), round(g.elapsed_ms or 0.0, 3))
 
 

@@ -66,7 +66,7 @@ class ReadAhead(NamedTuple):
 
     @property
     def judgements(self) -> Mapping[str, Envelope]:
-        """None: an envelope that carries judge envelopes is graded with its case's rubrics, not ahead (``read_ahead``)."""
+        """Empty: an envelope that carries judge envelopes is graded with its case's rubrics, not ahead (``read_ahead``)."""
         return _NO_JUDGEMENTS
 
 

@@ -52,10 +52,12 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
         message = {}
     content = message.get("content")
     if isinstance(content, list):  # content parts: keep the text ones
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     if content is not None and not isinstance(content, str):
         content = json.dumps(content)
-    calls = message.get("tool_calls") or []
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):  # a server's odd value is no call, not a crash
+        calls = []
     if not calls and isinstance(message.get("function_call"), dict):
         calls = [{"type": "function", "function": message["function_call"]}]
     refusal = message.get("refusal")

@@ -129,25 +129,27 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
 
 @dataclass(frozen=True)
 class Replay:
-    """A ``--replay`` file, checked: each case's envelopes judged ahead, or its lines kept as text until the case is graded.
+    """A ``--replay`` file, checked: what is held of each case's lines until the case is graded.
 
-    Parsed, a recorded answer is about four times its line, and every one would be held until
-    the last case is graded (100,000 bench lines: ~270 MB parsed, ~60 MB as text). Judged ahead
-    (``ReadAhead``), an envelope keeps only what grading reads: a little less than its line. The
-    requests the envelopes answered are kept as read: the staleness check needs nothing else.
+    A line's envelopes judged ahead (``ReadAhead``, on the core that read the file), or, for one
+    whose envelopes carry judge envelopes, its text, parsed only when its case is graded. Held
+    judged, 100,000 bench lines take ~920 B each in memory against ~530 B as text (~40 MB more);
+    they are let go once graded, before the run's peak (writing the reports). Parsed whole, a
+    recorded answer would be about four times its line. The requests the envelopes answered are
+    kept as read: the staleness check needs nothing else.
     """
 
-    lines: Mapping[str, list[str | tuple[ReadAhead, ...]]]  # case id -> its lines, in file order (repeats)
+    held: Mapping[str, list[str | tuple[ReadAhead, ...]]]  # case id -> what is held of each of its lines, in file order (repeats)
     requests: Mapping[str, list[Mapping[str, Any] | None]]  # case id -> each envelope's recorded request
 
     def envelopes(self, case_id: str) -> list[Gradable]:
         """A case's envelopes: judged ahead, or built now from a line's text (checked when read)."""
         out: list[Gradable] = []
-        for line in self.lines[case_id]:
-            if isinstance(line, str):
-                out += [envelope_from_raw(env) for env in repeats(loads_checked(line)["recorded"])]
+        for held in self.held[case_id]:
+            if isinstance(held, str):
+                out += [envelope_from_raw(env) for env in repeats(loads_checked(held)["recorded"])]
             else:
-                out += line
+                out += held
         return out
 
 
@@ -156,10 +158,9 @@ class ReplayLine(NamedTuple):
 
     number: int
     case_id: str | None  # None: not a {"id", "recorded"} line
-    text: str  # empty when its envelopes were judged ahead: the text is then no longer needed
+    held: str | tuple[ReadAhead, ...]  # its envelopes judged ahead, else its text (a judge's envelope is graded with the case)
     problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
     requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
-    ahead: tuple[ReadAhead, ...] = ()  # its envelopes judged ahead (none when one carries judge envelopes)
 
 
 def read_replay(path: Path) -> list[ReplayLine]:
@@ -178,14 +179,13 @@ def read_replay(path: Path) -> list[ReplayLine]:
             continue
         ahead = [read_ahead(envelope_from_raw(env)) for env in envelopes]
         judged = tuple(a for a in ahead if a is not None)
-        whole = len(judged) == len(ahead)
-        out.append(ReplayLine(number, item["id"], "" if whole else line, None, list(map(request_of, envelopes)), judged if whole else ()))
+        out.append(ReplayLine(number, item["id"], judged if len(judged) == len(ahead) else line, None, list(map(request_of, envelopes))))
     return out
 
 
 def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Replay:
     """The lines of a ``--replay`` file (``shown``) held against the fixtures' case ids: every problem at once, in line order."""
-    lines: dict[str, list[str | tuple[ReadAhead, ...]]] = {}
+    held: dict[str, list[str | tuple[ReadAhead, ...]]] = {}
     requests: dict[str, list[Mapping[str, Any] | None]] = {}
     problems: list[Problem] = []
     for line in read:
@@ -196,11 +196,11 @@ def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Rep
         elif line.problem is not None:
             problems.append(Problem(shown, line.number, *line.problem))
         else:
-            lines.setdefault(line.case_id, []).append(line.ahead or line.text)
+            held.setdefault(line.case_id, []).append(line.held)
             requests.setdefault(line.case_id, []).extend(line.requests)
     if problems:
         raise UsageError(problems)
-    return Replay(lines, requests)
+    return Replay(held, requests)
 
 
 def envelope_to_raw(env: Envelope) -> dict[str, Any]:
@@ -247,7 +247,7 @@ class RecordingWriter:
 
 @dataclass(frozen=True, eq=False)
 class Recorded(Mapping[str, list[Gradable]]):
-    """The envelopes to grade offline by case id, each case's built only when asked for (as it is graded).
+    """The envelopes to grade offline by case id, each case's given only when asked for (as it is graded): built then, or judged ahead.
 
     ``requests`` are what each case's recordings answered, for the staleness check: a bare
     ``completion`` is a hand-written answer, not a recording, and has none.
@@ -258,7 +258,7 @@ class Recorded(Mapping[str, list[Gradable]]):
     requests: Mapping[str, list[Mapping[str, Any] | None]]
 
     def __getitem__(self, case_id: str) -> list[Gradable]:
-        if self.replay and case_id in self.replay.lines:
+        if self.replay and case_id in self.replay.held:
             return self.replay.envelopes(case_id)
         case = self.cases[case_id]
         return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
@@ -272,7 +272,7 @@ class Recorded(Mapping[str, list[Gradable]]):
 
 def offline_envelopes(cases: Sequence[Case], replay: Replay | None) -> Recorded:
     """Recorded envelopes: a replay file first, then what each fixture embeds; every case must have one."""
-    replayed = replay.lines if replay else {}
+    replayed = replay.held if replay else {}
     missing = [Problem(case.file, case.line, "completion",
                        f"case {case.id!r} has no 'completion' or 'recorded' to grade offline"
                        f"{' and it is not in the --replay file either' if replay is not None else ''} "

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from markdown_checks import fences_are_ours, gfm
 
 from envelope_ci.analysis.cases import measure_of
-from envelope_ci.canonical import LONE_SURROGATE
+from envelope_ci.canonical import LONE_SURROGATE, canonical_json
 from envelope_ci.errors import UsageError
 from envelope_ci.formats.escape import cell, inline
 from envelope_ci.formats.markdown import table
+from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.assertions.is_json import compile_schema, schema_problem
 from envelope_ci.grading.grade import grade
 from envelope_ci.model import Envelope, Grade, Label
@@ -277,3 +278,11 @@ def test_scrub_replaces_exactly_the_lone_surrogates(text):
     texts = [text] if isinstance(text, str) else text
     scrubbed = scrub(text)
     assert (list(scrubbed) if not isinstance(text, str) else [scrubbed]) == [LONE_SURROGATE.sub("\ufffd", t) for t in texts]
+
+
+@bounded(400)
+@given(first=JSON, second=JSON)
+def test_a_schemas_key_is_its_canonical_json_whatever_it_was_seen_as_before(first, second):
+    """The schema caches find a value's canonical text by its marshalled bytes: never another value's (1, 1.0, true, -0.0)."""
+    for value in (first, second, [first, first], {"a": second, "b": second}):
+        assert is_json._schema_text(value) == canonical_json(value)

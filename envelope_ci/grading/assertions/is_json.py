@@ -9,6 +9,7 @@ and no validator is ever given a registry that could fetch a URL.
 from __future__ import annotations
 
 import json
+import marshal
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -64,7 +65,25 @@ def _compiled(schema_json: str) -> SchemaCheck:
 
 def compile_schema(schema: Any) -> SchemaCheck:
     """The compiled check of one schema (shared by every case that uses the same one)."""
-    return _compiled(canonical_json(schema))
+    return _compiled(_schema_text(schema))
+
+
+def _schema_text(schema: Any) -> str:
+    """The schema's canonical JSON, the key of its check and its problem: each is asked of every case that has a schema.
+
+    ``marshal`` writes a value four times faster than the canonical encoder, and exactly: types
+    kept (``1``, ``1.0`` and ``true`` differ), keys in their order. Equal bytes are an equal
+    value, so its canonical text is found once per way of writing a schema, not once per case.
+    """
+    try:
+        return _canonical_of(marshal.dumps(schema))
+    except ValueError:  # not marshal's types (a validated case holds none): the long way
+        return canonical_json(schema)
+
+
+@lru_cache(maxsize=4096)
+def _canonical_of(marshalled: bytes) -> str:
+    return canonical_json(marshal.loads(marshalled))
 
 
 def _in_place(schema: Mapping[str, Any]) -> Iterator[Any]:
@@ -146,7 +165,7 @@ def schema_problem(schema: Any) -> tuple[str, str] | None:
     """Where a case's own JSON Schema is invalid (checked once per distinct schema)."""
     if not isinstance(schema, (dict, bool)):
         return None  # the case schema has said so already
-    return _schema_problem(canonical_json(schema))
+    return _schema_problem(_schema_text(schema))
 
 
 def _check(answer: Answer, value: SchemaCheck | None, case: Any) -> list[str]:

@@ -41,7 +41,21 @@ class CaseResult:
     @property
     def shown(self) -> Grade:
         """The repeat whose label the case carries: its text and reasons are the ones shown."""
-        return next((g for g in self.grades if g.label is self.label), self.grades[-1])
+        return shown_repeat(self.grades, self.label)
+
+
+def shown_repeat(grades: Sequence[Grade], label: Label) -> Grade:
+    """The first repeat with the case's label, else the last: the one whose text and reasons a case shows."""
+    if len(grades) == 1:
+        return grades[0]
+    return next((g for g in grades if g.label is label), grades[-1])
+
+
+def _distinct(values: Sequence[str | None]) -> str | None:
+    """The distinct values set, sorted and joined by commas; None when none is: the model ids or judges of a case's repeats."""
+    if len(values) == 1:
+        return values[0] or None
+    return ",".join(sorted({v for v in values if v})) or None
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -134,6 +148,15 @@ def _fingerprint(lane: str, endpoint_class: str, model_id: str | None, temperatu
     return Fingerprint(lane, endpoint_class, model_id, temperature, grader_version, judge)
 
 
+def _repeats_reasons(grades: Sequence[Grade], label: Label) -> list[str]:
+    """What a case's several repeats add to its reasons: each one's label, and each delivered case's repeat that was lost."""
+    said = ["repeats: " + ",".join(g.label.value for g in grades)]
+    if label.is_transport:
+        return said
+    return said + [f"repeat {i} of {len(grades)} got no gradeable answer: {(g.reasons or ('undelivered',))[0]}"
+                   for i, g in enumerate(grades, start=1) if g.label.is_transport]
+
+
 def judge_case(
     case: Case,
     grades: Sequence[Grade],
@@ -144,11 +167,10 @@ def judge_case(
     """Aggregate one case's repeats and compare them with its pin."""
     label = case_label(grades)
     measure = measure_of(grades)
-    model_ids = sorted({g.model_id for g in grades if g.model_id})
     # A case may set its own temperature; what was sent is what the measurement means.
     temperature = float(case.request.get("temperature", run_fp.temperature))
-    judges = ",".join(sorted({g.judge for g in grades if g.judge})) or None  # an llm-rubric's judge is part of the experiment
-    fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, ",".join(model_ids) or None, temperature, run_fp.grader_version, judges)
+    judges = _distinct([g.judge for g in grades])  # an llm-rubric's judge is part of the experiment
+    fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, _distinct([g.model_id for g in grades]), temperature, run_fp.grader_version, judges)
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
@@ -156,15 +178,11 @@ def judge_case(
     # size is no baseline (a fix that answers at full length is not a size regression).
     baseline = pin if pin is not None and pinned_good(pin) else None
     channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds)
-    shown = next((g for g in grades if g.label is label), grades[-1])
-    reasons = list(shown.reasons) + envelope_reasons
+    reasons = [*shown_repeat(grades, label).reasons, *envelope_reasons]
     if pin is not None and not comparable and not label.is_transport:
         reasons.append(f"size/time not compared with the pin: its fingerprint is another experiment ({fp.differences(pin.fingerprint)})")
     if len(grades) > 1:
-        reasons.append("repeats: " + ",".join(g.label.value for g in grades))
-    if not label.is_transport:
-        reasons += [f"repeat {i} of {len(grades)} got no gradeable answer: {(grades[i - 1].reasons or ('undelivered',))[0]}"
-                    for i, g in enumerate(grades, start=1) if g.label.is_transport]
+        reasons += _repeats_reasons(grades, label)
     if not any(e.kind.failure in ("schema", "wrong") for e in case.expectations):  # a str enum: compared in C, not by .value
         reasons.append("no expectation: this case can only fail on envelope channels (transport, truncation, size, time)")
     return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))

@@ -37,7 +37,6 @@ def scrub(value: Any) -> Any:
 def case_row(r: CaseResult, gate: Gate) -> CaseRow:
     """One case's row: the contract keys first, diagnosis after."""
     shown = r.shown
-    ttfts = sorted(g.ttft_ms for g in r.grades if g.ttft_ms is not None and not g.label.is_transport)
     return CaseRow(
         id=r.case.id,
         stratum=r.case.stratum,
@@ -48,11 +47,11 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
         tokens_estimated=r.measure.tokens_estimated,
         ms=r.measure.ms,
         ms_p95=r.measure.ms_p95,
-        ttft_ms=round(ttfts[len(ttfts) // 2], 3) if ttfts else None,
+        ttft_ms=_ttft_ms(r.grades),
         http_status=shown.http_status,
         finish_reason=scrub(shown.finish_reason),
         model_id=scrub(r.fingerprint.model_id),
-        attempts=sum(g.attempts for g in r.grades),
+        attempts=r.grades[0].attempts if len(r.grades) == 1 else sum(g.attempts for g in r.grades),
         repeats=len(r.grades),
         outcome=r.outcome,
         comparable=r.comparable,
@@ -63,6 +62,15 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
         pin=r.pin,
         gate=gate,
     )
+
+
+def _ttft_ms(grades: Sequence[Grade]) -> float | None:
+    """The upper median time to first token over the delivered repeats that measured one (one repeat: its own)."""
+    if len(grades) == 1:
+        only = grades[0]
+        return None if only.ttft_ms is None or only.label.is_transport else round(only.ttft_ms, 3)
+    ttfts = sorted(g.ttft_ms for g in grades if g.ttft_ms is not None and not g.label.is_transport)
+    return round(ttfts[len(ttfts) // 2], 3) if ttfts else None
 
 
 def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None, elsewhere: Collection[str] = ()) -> tuple[BaseDiffRow, ...]:

@@ -36,7 +36,7 @@ def json_encoder(*, sort_keys: bool, separators: tuple[str, str]) -> Callable[[A
     return lambda value: "".join(encode(value, 0))
 
 
-# A suite's load encodes each case three times: its digest, its schema checked, then compiled.
+# Asked of every case of a suite (its digest) and of every request checked against its recording.
 _CANONICAL = json_encoder(sort_keys=True, separators=(",", ":"))
 
 

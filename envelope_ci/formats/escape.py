@@ -69,10 +69,11 @@ _WHITESPACE = re.compile(r"\s+")
 _LEADING_BLOCK = re.compile(r"^(?:([0-9]{1,9})([.)])|([-+=]))")
 _BACKTICK_RUN = re.compile(r"`+")
 _INFO_DISALLOWED = re.compile(r"[^A-Za-z0-9_+.-]")
-# Text that ``cell`` gives back unchanged: letters, digits and punctuation that is never markup
-# (nothing in _MARKDOWN, no whitespace, nothing ``clean`` drops), and no bare URL or issue reference.
-# Most cells (ids, stratum names) are such text; checking it once costs far less than escaping it.
-_VERBATIM = re.compile(r"(?!(?i:.*(?:://|www\.|\bgh-[0-9])))[A-Za-z0-9.,:;/=+-]+")
+# The characters of text that ``cell`` gives back unchanged: letters, digits and punctuation that is
+# never markup (nothing in _MARKDOWN, no whitespace, nothing ``clean`` drops); ``_verbatim`` also
+# wants no bare URL or issue reference. Most cells (ids, stratum names) are such text; checking it
+# costs far less than escaping it.
+_VERBATIM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.,:;/=+-"
 
 
 # Dropped outright: bidi controls, C0/C1 controls but tab and newline (category Cc), and the
@@ -111,9 +112,17 @@ def _truncate(text: str, limit: int | None) -> str:
 
 def cell(text: str, limit: int | None = 80) -> str:
     """Make untrusted text safe inside a GFM table cell: one line, inert, at most `limit` visible characters."""
-    if (limit is None or len(text) <= limit) and _VERBATIM.fullmatch(text):
+    if (limit is None or len(text) <= limit) and _verbatim(text):
         return text  # what _escaped_cell gives back unchanged
     return _escaped_cell(text, limit)
+
+
+def _verbatim(text: str) -> bool:
+    """Whether ``_escaped_cell`` gives the text back as it is: string methods in C, a third of the time of one regex."""
+    if not text or text.strip(_VERBATIM_CHARS):  # no text goes the long way too: it checks the limit
+        return False
+    lowered = text.lower()  # no bare URL or issue reference: a "gh-" without a digit is checked the long way, not wrongly
+    return "://" not in lowered and "www." not in lowered and "gh-" not in lowered
 
 
 def _escaped_cell(text: str, limit: int | None) -> str:

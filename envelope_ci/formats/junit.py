@@ -15,7 +15,7 @@ import re
 from functools import cache
 
 from ..model import Gate
-from ..report.model import CaseRow, Report
+from ..report.model import CaseRow, Report, stratum_name
 from .escape import clean
 
 # A case's gate -> its JUnit element (None: passed).
@@ -58,7 +58,7 @@ def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
     if kind is None:
         return f"<testcase{attrs} />"
     reasons = clean("; ".join(c.reasons))
-    label, channel, outcome = c.label.value, c.channel.value, c.outcome.value
+    label, channel, outcome = c.label._value_, c.channel._value_, c.outcome._value_  # attributes: ``.value`` is a Python property
     if kind == "error":
         inner = _element("error", {"message": f"{label}: {reasons}"[:500], "type": label}, reasons)
     elif kind == "skipped":
@@ -78,9 +78,9 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
     head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
-    # Each stratum's classname and each file's attribute escaped once, as the cases come: no pass of their own.
-    classname = cache(lambda name: _value(f"{suite}.{name}"))
+    # Each stratum's classname (by the field: its row name is a property) and each file's attribute escaped once, as the cases come.
+    classname = cache(lambda stratum: _value(f"{suite}.{stratum_name(stratum)}"))
     place = cache(lambda file: f' file="{_value(clean(file))}"' if file else "")
-    body = "\n    ".join(_testcase(c, kind, classname(c.stratum_name), place(c.file)) for c, kind in zip(cases, kinds, strict=True))
+    body = "\n    ".join(_testcase(c, kind, classname(c.stratum), place(c.file)) for c, kind in zip(cases, kinds, strict=True))
     testsuite = f"<testsuite{head}>\n    {body}\n  </testsuite>" if cases else f"<testsuite{head} />"
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  {testsuite}\n</testsuites>\n'

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..canonical import json_encoder
 from ..model import Channel, Fingerprint, Gate, Label, Outcome, Pin, Thresholds, Verdict
-from .codec import from_json, json_schema, to_json
+from .codec import for_encoder, from_json, json_schema, to_json
 
 # 2: every case row carries its ``gate``.
 REPORT_VERSION = 2
@@ -195,7 +195,12 @@ class CaseRow:
     @property
     def stratum_name(self) -> str:
         """The stratum's row name: unstratified cases have their own."""
-        return self.stratum or "unstratified"
+        return stratum_name(self.stratum)
+
+
+def stratum_name(stratum: str | None) -> str:
+    """A case's stratum by its row name (``CaseRow.stratum_name``), for a writer that names each stratum once, not each case's."""
+    return stratum or "unstratified"
 
 
 @dataclass(frozen=True)
@@ -317,8 +322,11 @@ def dump_report(report: Report) -> str:
     text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)[:-2]
     if shard_cases is not None:  # ``shard`` is the last key left: reopen it for its cases
         text = text[:-4] + ',\n    "cases": ' + "".join(_block([f"{_dumps(k)}: {_dumps(v)}" for k, v in shard_cases.items()], "{}", 6)) + "\n  }"
-    return "".join([text, ',\n  "cases": ', *_block([_dumps(to_json(c)) for c in report.cases], "[]", 4), "\n}\n"])
+    return "".join([text, ',\n  "cases": ', *_block([_dumps(_ready_row(c)) for c in report.cases], "[]", 4), "\n}\n"])
 
+
+# Each row as data the encoder writes as its JSON: no dict built per row (``for_encoder``).
+_ready_row = for_encoder(CaseRow)
 
 # One encoder for every row (report.json is written a row at a time).
 _dumps = json_encoder(sort_keys=False, separators=(", ", ": "))

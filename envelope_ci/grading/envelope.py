@@ -46,7 +46,7 @@ class ReadAhead(NamedTuple):
     A big --replay file is read on another core while the fixtures load (``parallel.in_background``);
     judging its envelopes there too takes a fifth of a 100,000-case run off the main process, and
     this is what comes back instead of the line: no body, no headers (the bulk of a line), a
-    plain tuple (a tenth of the cost of sending the envelope and judgement as dataclasses).
+    plain tuple (sent for a quarter to a third of the cost of the envelope and judgement as dataclasses).
     """
 
     http_status: int | None

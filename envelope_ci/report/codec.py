@@ -164,65 +164,6 @@ def to_json(obj: Any) -> Any:
     return _codec(type(obj))[0](obj)  # type: ignore[arg-type]  # classes are hashable
 
 
-def for_encoder(cls: Any) -> Callable[[Any], Any]:
-    """What gives an object of the dataclass ``cls`` as data that ``json`` encodes to the text of ``to_json(obj)``: only to encode, never to change.
-
-    The encoder writes a str enum as its value and a tuple as a list: only nested dataclasses
-    need converting. An object whose __dict__ is its JSON already is given as it is, so writing
-    a 100k-case report.json builds no dict per case row (``to_json`` of every row cost 0.5 s).
-    """
-    prepare: Encode = _prepared(cls) or _identity
-    return prepare
-
-
-@cache
-def _prepared(tp: Any) -> Encode | None:
-    """What makes a (non-None) value of this type ready for the encoder; None when it is ready as it is."""
-    inner = _optional(tp)
-    if inner is not None:
-        return _lifted(_prepared(inner), lambda step: lambda v: None if v is None else step(v))
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        return _lifted(_prepared(_args(tp)[0]), lambda step: lambda v: list(map(step, v)))
-    if origin in (Mapping, dict, typing.Mapping):
-        return _lifted(_prepared(_args(tp)[1]), lambda step: lambda v: dict(zip(v.keys(), map(step, v.values()), strict=True)))
-    if isinstance(tp, type) and issubclass(tp, Enum) and not issubclass(tp, str):
-        return _codec(tp)[0]
-    if dataclasses.is_dataclass(tp):
-        return _prepared_object(tp)
-    return None
-
-
-def _lifted(step: Encode | None, lift: Callable[[Encode], Encode]) -> Encode | None:
-    """A container's step made of its items' (``lift``), or None when its items are ready as they are."""
-    return None if step is None else lift(step)
-
-
-def _prepared_object(cls: Any) -> Encode:
-    """A dataclass made ready: its own __dict__ when that is its JSON (keys, their order, none left out), with nested objects converted."""
-    hints = _hints(cls)
-    fields = dataclasses.fields(cls)
-    names = tuple(f.name for f in fields)
-    encode = _codec(cls)[0]
-    if any(f.metadata.get("json", f.name) != f.name or f.metadata.get("omit_none") for f in fields) or hasattr(cls, "__slots__"):
-        return encode
-    # A None needs nothing (most case rows have no pin): each step is for a value.
-    steps = tuple((f.name, step) for f in fields if (step := _prepared(_optional(hints[f.name]) or hints[f.name])) is not None)
-
-    def prepare(obj: Any) -> Any:
-        state = obj.__dict__
-        if tuple(state) != names:  # set some other way than by its fields: the key order is the report's
-            return encode(obj)
-        ready = state
-        for name, step in steps:
-            value = state[name]
-            if value is not None:
-                ready = {**ready, name: step(value)}
-        return ready
-
-    return prepare
-
-
 def from_json(cls: Any, data: Any) -> Any:
     """Plain JSON data as the dataclass ``cls`` (the inverse of ``to_json``)."""
     return _codec(cls)[1](data)

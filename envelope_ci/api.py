@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import atomic
 from .analysis.analyse import Analysis, RunShape, analyse, conclude
+from .analysis.cases import CaseResult
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
@@ -26,7 +27,7 @@ from .grading.envelope import Gradable
 from .grading.grade import grade_all
 from .model import VERDICT_EXIT, Case, ExitCode, Grade, Pins, Thresholds
 from .parallel import in_background
-from .report.build import base_diff_rows, build_report, scrub
+from .report.build import base_diff_rows, build_report, merged_report, scrub
 from .report.merge import ShardRun, read_shards, shard_info
 from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
 from .secrets import Secrets
@@ -298,7 +299,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
                      _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
 
-    def judged(against: Pins | None) -> Analysis:
+    def judged(against: Pins | None) -> Analysis[CaseResult]:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
         return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, (*gathered.interrupted, *graded.stopped), lowered,
                        suite if config.shard else None)
@@ -335,7 +336,7 @@ def _gathering(config: RunConfig) -> str:
     return f"reading the recordings in {config.replay.as_posix()}" if config.replay else "reading the fixtures' recordings"
 
 
-def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:
+def _write_pins(config: RunConfig, analysis: Analysis[CaseResult], old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:
     """Write this run as the pins, unless the promotion rule refuses (exit 2, with the reason)."""
     undelivered = [r.case.id for r in analysis.results if not r.delivered]
     stale = next((a.message for a in analysis.alerts if a.code == "stale_recording"), None)
@@ -347,7 +348,7 @@ def _write_pins(config: RunConfig, analysis: Analysis, old: Pins | None, setting
     return pins_update_of(analysis, old, written), written
 
 
-def _base_diff(analysis: Analysis, base: BaseSource | None, head: Pins | None, elsewhere: Collection[str] = ()) -> BaseDiff | None:
+def _base_diff(analysis: Analysis[CaseResult], base: BaseSource | None, head: Pins | None, elsewhere: Collection[str] = ()) -> BaseDiff | None:
     """The per-case diff of this PR's pins against the base branch's, when the base was looked for (``elsewhere``: other shards' cases)."""
     if base is None:
         return None
@@ -427,6 +428,6 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
         recordings = Staleness(whole.shape.stale, whole.shape.unverified)
         notes = _notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, recordings)
-        report = build_report(analysis, whole.run, notes, whole.base, rows=whole.rows)
+        report = merged_report(analysis, whole.run, notes, whole.base, whole.rows)
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats))
 

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from ..model import Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
 from ..report.model import Alert, FixtureChanges, LaneStats, StratumRow, Summary
-from .cases import CaseResult, judge_case
+from .cases import CaseResult, Judged, judge_case
 from .fixtures import fixture_changes, fixtures_alert
 from .gate import case_gate, decide
 from .lanes import lanes_report
@@ -31,11 +32,15 @@ class RunShape:
     unverified: tuple[str, ...] = ()
 
 
+# The results an analysis holds: a run's CaseResult, or a merge's rows (what the report needs of them differs).
+R = TypeVar("R", bound=Judged, covariant=True)
+
+
 @dataclass(frozen=True)
-class Analysis:
+class Analysis(Generic[R]):
     """A run's findings before they become a report; ``gates`` is aligned with ``results``."""
 
-    results: tuple[CaseResult, ...]
+    results: tuple[R, ...]
     gates: tuple[Gate, ...]
     summary: Summary
     strata: Mapping[str, StratumRow]
@@ -49,16 +54,16 @@ class Analysis:
     warnings: tuple[str, ...] = ()  # findings a team chose not to fail on (fingerprint_change: warn): the report's notes say them
 
 
-def fingerprint_changes(results: Sequence[CaseResult]) -> dict[str, list[str]]:
+def fingerprint_changes(results: Sequence[Judged]) -> dict[str, list[str]]:
     """Delivered cases measured under another fingerprint than their pin's, grouped by what differs."""
     groups: dict[str, list[str]] = {}
     for r in results:
         if r.pin is not None and r.delivered and not r.comparable:
-            groups.setdefault(r.fingerprint.differences(r.pin.fingerprint), []).append(r.case.id)
+            groups.setdefault(r.fingerprint.differences(r.pin.fingerprint), []).append(r.id)
     return groups
 
 
-def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> Alert | None:
+def fingerprint_alert(results: Sequence[Judged], thresholds: Thresholds) -> Alert | None:
     """``fingerprint_changed``: the pins are another experiment, so size and time went unjudged."""
     said = _fingerprint_change(results) if thresholds.fingerprint_change == "fail" else None
     if said is None:
@@ -67,7 +72,7 @@ def fingerprint_alert(results: Sequence[CaseResult], thresholds: Thresholds) -> 
                  "adjudication run (--move-baseline), or run with the pinned settings")
 
 
-def fingerprint_warning(results: Sequence[CaseResult], thresholds: Thresholds) -> str | None:
+def fingerprint_warning(results: Sequence[Judged], thresholds: Thresholds) -> str | None:
     """The same finding under ``fingerprint_change: warn``: not a failure, but never silent."""
     said = _fingerprint_change(results) if thresholds.fingerprint_change == "warn" else None
     if said is None:
@@ -75,7 +80,7 @@ def fingerprint_warning(results: Sequence[CaseResult], thresholds: Thresholds) -
     return f"{said}; size and time were not judged (fingerprint_change: warn keeps this from failing the run)"
 
 
-def _fingerprint_change(results: Sequence[CaseResult]) -> str | None:
+def _fingerprint_change(results: Sequence[Judged]) -> str | None:
     """What differs between the run and its pins, and for which cases; None when nothing does."""
     groups = fingerprint_changes(results)
     if not groups:
@@ -111,9 +116,11 @@ def recordings_alerts(shape: RunShape, thresholds: Thresholds) -> list[Alert]:
     return alerts
 
 
-def lost_repeats(results: Sequence[CaseResult]) -> list[str]:
+def lost_repeats(results: Sequence[Judged]) -> list[str]:
     """Cases with a repeat still undelivered after retries: the evidence is short, so the run is inconclusive."""
-    return [f"{r.case.id}: repeat {', '.join(map(str, r.lost_repeats))} of {len(r.grades)} got no gradeable answer" for r in results if r.lost_repeats]
+    # One repeat is never lost: a delivered case's label is its only repeat's.
+    return [f"{r.id}: repeat {', '.join(map(str, r.lost_repeats))} of {r.repeats} got no gradeable answer"
+            for r in results if r.repeats > 1 and r.lost_repeats]
 
 
 def run_fingerprint(shape: RunShape, grades: Mapping[str, Sequence[Grade]]) -> Fingerprint:
@@ -133,7 +140,7 @@ def analyse(
     extra_blockers: Sequence[str] = (),
     lowered: Sequence[str] = (),
     suite: Sequence[Case] | None = None,
-) -> Analysis:
+) -> Analysis[CaseResult]:
     """Judge every case against its pin, then the strata, lanes and fixtures, then the gate.
 
     ``lowered`` names the cases whose baseline this change lowers (see ``promotion.downgraded_pins``).
@@ -146,14 +153,14 @@ def analyse(
 
 
 def conclude(
-    results: tuple[CaseResult, ...],
+    results: tuple[R, ...],
     fp: Fingerprint,
     changes: FixtureChanges,
     shape: RunShape,
     thresholds: Thresholds,
     extra_blockers: Sequence[str] = (),
     lowered: Sequence[str] = (),
-) -> Analysis:
+) -> Analysis[R]:
     """Everything after judging each case: strata, alerts, lanes, the gate. ``envelope-ci merge`` calls it on every shard's cases."""
     strata, alerts, held = strata_report(results, thresholds)
     if shape.partial:
@@ -162,7 +169,7 @@ def conclude(
                            *recordings_alerts(shape, thresholds)) if a]
     blockers: list[str] = [*held, *lost_repeats(results)]
     if shape.live and shape.lane is Lane.ADJUDICATION:
-        blind = [r.case.id for r in results if r.delivered and r.fingerprint.model_id is None]
+        blind = [r.id for r in results if r.delivered and r.fingerprint.model_id is None]
         if blind:
             blockers.append(f"adjudication run but the response named no model for: {', '.join(blind[:10])} (failing closed)")
     blockers += extra_blockers

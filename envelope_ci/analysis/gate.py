@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Gate, Outcome, Thresholds, Verdict
 from ..report.model import Alert
-from .cases import CaseResult
+from .cases import Judged
 
 # The alerts that mean "this stratum's cases fail the run".
 FLOOR_ALERTS = frozenset(s.floor_alert for s in (*STRATA_SPEC, UNSTRATIFIED) if s.floor_alert)
@@ -13,7 +13,7 @@ FLOOR_ALERTS = frozenset(s.floor_alert for s in (*STRATA_SPEC, UNSTRATIFIED) if 
 
 def decide(
     alerts: Sequence[Alert],
-    results: Sequence[CaseResult],
+    results: Sequence[Judged],
     t: Thresholds,
     blockers: Sequence[str] = (),
 ) -> Verdict:
@@ -28,7 +28,7 @@ def decide(
     return Verdict.PASS
 
 
-def case_gate(result: CaseResult, alerts: Sequence[Alert]) -> Gate:
+def case_gate(result: Judged, alerts: Sequence[Alert]) -> Gate:
     """What one case does to the run; JUnit, annotations and every table read this, never re-derive it.
 
     A case fails the gate when it regressed against its pin, or when its stratum's floor
@@ -40,6 +40,6 @@ def case_gate(result: CaseResult, alerts: Sequence[Alert]) -> Gate:
     if result.channel is Channel.STABLE:
         return Gate.PASS
     floors_broken = {a.stratum for a in alerts if a.code in FLOOR_ALERTS}
-    if result.outcome is Outcome.REGRESSION or (result.case.stratum or UNSTRATIFIED.name) in floors_broken:
+    if result.outcome is Outcome.REGRESSION or (result.stratum or UNSTRATIFIED.name) in floors_broken:
         return Gate.FAIL
     return Gate.TOLERATED

@@ -4,10 +4,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..report.model import LaneStats
-from .cases import CaseResult
+from .cases import Judged
 
 
-def lanes_report(results: Sequence[CaseResult]) -> LaneStats:
+def lanes_report(results: Sequence[Judged]) -> LaneStats:
     """How many cases were judged like-for-like against their pin, and what flipped."""
     matched = mismatched = flips = unpinned = undelivered = 0
     flipped: list[str] = []
@@ -20,7 +20,7 @@ def lanes_report(results: Sequence[CaseResult]) -> LaneStats:
             matched += 1
             if r.pin.label != r.label.value:
                 flips += 1
-                flipped.append(r.case.id)
+                flipped.append(r.id)
         else:
             mismatched += 1
     return LaneStats(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from ..model import Fingerprint, Lane, Outcome, Pin, Pins, Thresholds
 from ..report.model import PinBrief, PinMove, PinsUpdate
 from .analyse import Analysis
-from .cases import pinned_good
+from .cases import CaseResult, Judged, pinned_good
 from .channels import channel_for
 
 
@@ -80,7 +80,7 @@ def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
             and inside(old.ms, new.ms, t.time_slack, t.time_floor_ms) and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms))
 
 
-def new_pins(analysis: Analysis, thresholds: Thresholds, files: Mapping[str, str], old: Pins | None = None) -> Pins:
+def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapping[str, str], old: Pins | None = None) -> Pins:
     """This run as the baseline: each pin's channel judged on its own, not against the old pin.
 
     A pin whose new measurement is within the noise band of the old one is kept byte for
@@ -110,7 +110,7 @@ def pin_brief(pin: Pin | None) -> PinBrief | None:
     return None if pin is None else PinBrief(pin.chars, pin.tokens, pin.ms, pin.label)
 
 
-def pins_update_of(before: Analysis, old: Pins | None, new: Pins) -> PinsUpdate:
+def pins_update_of(before: Analysis[Judged], old: Pins | None, new: Pins) -> PinsUpdate:
     """What writing these pins changes: the pins that moved, and the regressions the new baseline accepts."""
     moved = []
     for cid, pin in new.cases.items():
@@ -122,7 +122,7 @@ def pins_update_of(before: Analysis, old: Pins | None, new: Pins) -> PinsUpdate:
     return PinsUpdate(
         moved=tuple(moved),
         removed=tuple(sorted(set(old.cases) - set(new.cases))) if old else (),
-        accepted_regressions=tuple(r.case.id for r in before.results if r.outcome is Outcome.REGRESSION),
+        accepted_regressions=tuple(r.id for r in before.results if r.outcome is Outcome.REGRESSION),
         previous_alerts=tuple(a.code for a in before.alerts),
     )
 

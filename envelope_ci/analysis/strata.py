@@ -4,9 +4,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..model import STRATA_SPEC, UNSTRATIFIED, Case, Channel, Stratum, Thresholds
+from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Stratum, Thresholds
 from ..report.model import Alert, StratumRow
-from .cases import CaseResult
+from .cases import Judged
 from .summary import rate
 
 
@@ -19,15 +19,11 @@ class _Bucket:
     ids_failed: list[str] = field(default_factory=list)
 
 
-def stratum_of(case: Case) -> str:
-    """The row a case is counted under: its stratum, or unstratified."""
-    return case.stratum or UNSTRATIFIED.name
-
-
-def _buckets(results: Sequence[CaseResult]) -> dict[str, _Bucket]:
+def _buckets(results: Sequence[Judged]) -> dict[str, _Bucket]:
     buckets: dict[str, _Bucket] = {s.name: _Bucket() for s in (*STRATA_SPEC, UNSTRATIFIED)}
+    unstratified = UNSTRATIFIED.name
     for r in results:
-        b = buckets[stratum_of(r.case)]
+        b = buckets[r.stratum or unstratified]  # a case without a stratum is counted under unstratified
         b.cases += 1
         if not r.delivered:
             b.undelivered += 1
@@ -36,7 +32,7 @@ def _buckets(results: Sequence[CaseResult]) -> dict[str, _Bucket]:
         if r.channel is Channel.STABLE:
             b.passed += 1
         else:
-            b.ids_failed.append(r.case.id)
+            b.ids_failed.append(r.id)
     return buckets
 
 
@@ -90,7 +86,7 @@ def _ceiling(rows: dict[str, StratumRow], buckets: dict[str, _Bucket], t: Thresh
     return [], ["ceiling held: every stratum is at its ceiling over delivered cases, but undelivered cases could break it"]
 
 
-def strata_report(results: Sequence[CaseResult], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert], list[str]]:
+def strata_report(results: Sequence[Judged], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert], list[str]]:
     """Each stratum as its own instrument over delivered cases, the ceiling detector, and the alarms held for delivery."""
     buckets = _buckets(results)
     rows: dict[str, StratumRow] = {}

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..analysis.analyse import Analysis
-from ..analysis.cases import CaseResult
+from ..analysis.cases import CaseResult, Judged
 from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
 from ..model import Gate, Grade, Outcome, Pins
@@ -100,20 +100,27 @@ def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins 
 
 
 def build_report(
-    analysis: Analysis,
+    analysis: Analysis[CaseResult],
     run: RunInfo,
     notes: Sequence[str] = (),
     base: BaseDiff | None = None,
     pins_update: PinsUpdate | None = None,
-    rows: Sequence[CaseRow] | None = None,
 ) -> Report:
-    """The typed report. Deterministic: fixture order, no timestamps.
+    """The typed report of a run. Deterministic: fixture order, no timestamps."""
+    return _report(analysis, run, notes, base, pins_update, tuple(case_row(r, g) for r, g in zip(analysis.results, analysis.gates, strict=True)))
 
-    ``rows`` are the cases' rows when they exist already (a merge of shards' reports): only
-    their gates, which depend on the whole run, are set here.
-    """
+
+def merged_report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, rows: Sequence[CaseRow]) -> Report:
+    """The report of every shard's rows judged as one run: only the gates, which depend on the whole run, are set here."""
+    gated = tuple(row if row.gate is g else replace(row, gate=g) for row, g in zip(rows, analysis.gates, strict=True))
+    return _report(analysis, run, notes, base, None, gated)
+
+
+def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, pins_update: PinsUpdate | None,
+            rows: tuple[CaseRow, ...]) -> Report:
+    """The report around its rows: the id lists, the alerts, the notes and the next steps."""
     results = analysis.results
-    by_outcome = {o: tuple(r.case.id for r in results if r.outcome is o) for o in Outcome}
+    by_outcome = {o: tuple(r.id for r in results if r.outcome is o) for o in Outcome}
     # Only text that came from a server can hold lone surrogates (fixtures reject them), so
     # only those fields are scrubbed: walking every value of a 100k-case report costs seconds.
     return Report(
@@ -136,6 +143,5 @@ def build_report(
         base=base,
         pins_update=pins_update,
         next_steps=next_steps(analysis, run),
-        cases=tuple(case_row(r, g) for r, g in zip(results, analysis.gates, strict=True)) if rows is None else
-        tuple(row if row.gate is g else replace(row, gate=g) for row, g in zip(rows, analysis.gates, strict=True)),
+        cases=rows,
     )

@@ -5,14 +5,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import __version__
 from ..analysis.analyse import Analysis, RunShape
-from ..analysis.cases import CaseResult
-from ..analysis.channels import Measure
+from ..analysis.cases import CaseResult, lost_repeats_of
 from ..canonical import digest_bytes
 from ..errors import Problem, UsageError
-from ..model import Case, Fingerprint, Grade, Label, Lane, Pins
+from ..model import Case, Channel, Fingerprint, Grade, Label, Lane, Outcome, Pin, Pins
 from ..shard import ShardSpec
 from ..sources.pins import render_pins
 from .build import scrub
@@ -37,7 +37,7 @@ class ShardRun:
     unverified: tuple[str, ...]
 
 
-def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis, grades: Mapping[str, Sequence[Grade]], seen: ShardRun) -> ShardInfo:
+def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis[CaseResult], grades: Mapping[str, Sequence[Grade]], seen: ShardRun) -> ShardInfo:
     """The ``shard`` object of a shard's report.json."""
     position = {c.id: i for i, c in enumerate(suite)}
     run_fp = analysis.fingerprint
@@ -63,12 +63,40 @@ def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis, grade
     )
 
 
+class RowResult(NamedTuple):
+    """One case of a merge as the whole run's analysis reads it (``analysis.cases.Judged``): its shard's row, its repeats' labels.
+
+    A tuple over what the row says, not a rebuilt ``CaseResult`` (with its case, measure and
+    grades): the gates, strata, alerts and verdict read only these.
+    """
+
+    id: str
+    stratum: str | None
+    label: Label
+    channel: Channel
+    outcome: Outcome
+    reasons: tuple[str, ...]
+    pin: Pin | None
+    comparable: bool | None
+    fingerprint: Fingerprint
+    repeat_labels: tuple[Label, ...]
+    delivered: bool  # not dropped or empty: asked several times of each case, so worked out once
+
+    @property
+    def repeats(self) -> int:
+        return len(self.repeat_labels)
+
+    @property
+    def lost_repeats(self) -> tuple[int, ...]:
+        return lost_repeats_of(self.label, self.repeat_labels)
+
+
 @dataclass(frozen=True)
 class Whole:
     """Every shard's report read back as one run: what ``conclude`` and the notes need."""
 
     run: RunInfo
-    results: tuple[CaseResult, ...]
+    results: tuple[RowResult, ...]
     rows: tuple[CaseRow, ...]  # as the shards wrote them: only their gates are the whole run's
     fingerprint: Fingerprint
     fixtures: FixtureChanges
@@ -216,40 +244,22 @@ def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None
     return replace(first.base, diff=(*own, *first.base.diff[len(first.cases):]))
 
 
-# Any repeat of a label: the whole run's analysis reads the repeats' labels only (lost repeats); the rows say the rest.
-_REPEAT = {label: Grade(label, (), None, None, None, None, None, None, False, None, None, 0) for label in Label}
+def results_of(rows: Sequence[tuple[ShardCase, CaseRow]], declared: Fingerprint) -> tuple[RowResult, ...]:
+    """Each case's result as its shard judged it, read from its row for the whole run's analysis.
 
-
-def results_of(rows: Sequence[tuple[ShardCase, CaseRow]], declared: Fingerprint) -> tuple[CaseResult, ...]:
-    """Each case's result as its shard judged it, rebuilt from its row for the whole run's analysis.
-
-    Most cases share their fingerprint and their repeats' labels with many others: each of those
-    (immutable) is built once and shared, not once per case of a 100k-case merge.
+    Most cases share their fingerprint with many others: each distinct one (immutable) is built
+    once and shared, not once per case of a 100k-case merge.
     """
     fingerprints: dict[tuple[str | None, float | None], Fingerprint] = {}
-    repeats: dict[tuple[Label, ...], tuple[Grade, ...]] = {}
 
     def fingerprint(model_id: str | None, temperature: float | None) -> Fingerprint:
         made = fingerprints[(model_id, temperature)] = Fingerprint(
             declared.lane, declared.endpoint_class, model_id, declared.temperature if temperature is None else temperature, declared.grader_version)
         return made
 
-    def grades(labels: tuple[Label, ...]) -> tuple[Grade, ...]:
-        made = repeats[labels] = tuple(_REPEAT[label] for label in labels)
-        return made
-
     return tuple(
-        CaseResult(
-            case=Case(row.id, row.stratum, (), row.file, row.line, ""),
-            label=row.label,
-            channel=row.channel,
-            reasons=row.reasons,
-            measure=Measure(row.chars, row.tokens, row.tokens_estimated, row.ms, row.ms_p95),
-            grades=repeats.get(extra.repeats) or grades(extra.repeats),
-            fingerprint=fingerprints.get((row.model_id, extra.temperature)) or fingerprint(row.model_id, extra.temperature),
-            pin=row.pin,
-            comparable=row.comparable,
-            outcome=row.outcome,
-        )
+        RowResult(row.id, row.stratum, row.label, row.channel, row.outcome, row.reasons, row.pin, row.comparable,
+                  fingerprints.get((row.model_id, extra.temperature)) or fingerprint(row.model_id, extra.temperature), extra.repeats,
+                  not row.label.is_transport)
         for extra, row in rows
     )

@@ -10,7 +10,7 @@ import shlex
 from collections.abc import Sequence
 
 from ..analysis.analyse import Analysis
-from ..analysis.cases import CaseResult
+from ..analysis.cases import Judged
 from ..config import OUT_OF_TIME
 from ..model import CONFIG_NAMES, Outcome, Verdict
 from .model import NextStep, RunInfo
@@ -78,7 +78,7 @@ def rerecord_command(run: RunInfo, case_ids: Sequence[str]) -> str:
             f"{selected} --record rerecorded.jsonl --out envelope-ci-out; envelope-ci import rerecorded.jsonl --into {fixtures}")
 
 
-def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
+def next_steps(analysis: Analysis[Judged], run: RunInfo) -> tuple[NextStep, ...]:
     """The next steps for this run, most pressing first; none for a pass."""
     if analysis.verdict is Verdict.PASS:
         return ()
@@ -90,7 +90,7 @@ def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
     if "fingerprint_changed" in codes:
         steps.append(NextStep("cases ran under another fingerprint than their pins (model, endpoint class or temperature): if that "
                               "change is intended, re-pin under it; otherwise run with the pinned settings", pin_command(run, move_baseline=True)))
-    regressions = [r.case.id for r in analysis.results if r.outcome is Outcome.REGRESSION]
+    regressions = [r.id for r in analysis.results if r.outcome is Outcome.REGRESSION]
     if regressions:
         steps.append(NextStep(f"{len(regressions)} case(s) regressed ({_ids(regressions)}): fix the prompt or the model; if the new "
                               "answers are what you want, re-pin to accept them", pin_command(run)))
@@ -106,20 +106,20 @@ def next_steps(analysis: Analysis, run: RunInfo) -> tuple[NextStep, ...]:
     return tuple(steps)
 
 
-def _inconclusive_steps(analysis: Analysis, run: RunInfo) -> list[NextStep]:
+def _inconclusive_steps(analysis: Analysis[Judged], run: RunInfo) -> list[NextStep]:
     """Why the run could not judge, and how to get a run that can."""
     steps = []
     undelivered = [r for r in analysis.results if not r.delivered]
-    out_of_time: list[CaseResult] = []
-    unanswered: list[CaseResult] = []
+    out_of_time: list[Judged] = []
+    unanswered: list[Judged] = []
     for r in undelivered:
         (out_of_time if any(OUT_OF_TIME in reason for reason in r.reasons) else unanswered).append(r)
     if out_of_time:
-        steps.append(NextStep(f"{OUT_OF_TIME} before {len(out_of_time)} case(s) were graded ({_ids([r.case.id for r in out_of_time])}): "
+        steps.append(NextStep(f"{OUT_OF_TIME} before {len(out_of_time)} case(s) were graded ({_ids([r.id for r in out_of_time])}): "
                               "if a case hangs grading (the blockers name it), fix its pattern or assertion; otherwise raise --max-run-time", None))
     if unanswered:
         first = unanswered[0].reasons[0] if unanswered[0].reasons else "no response"
-        steps.append(NextStep(f"{len(unanswered)} case(s) got no gradeable answer ({_ids([r.case.id for r in unanswered])}; "
+        steps.append(NextStep(f"{len(unanswered)} case(s) got no gradeable answer ({_ids([r.id for r in unanswered])}; "
                               f"first: {first}): check the endpoint and the network, then run again", rerun_command(run)))
     if run.partial is not None:
         steps.append(NextStep(f"a partial run (--filter) cannot pass: grade all {run.partial.total} cases for a verdict", rerun_command(run)))

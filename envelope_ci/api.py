@@ -22,6 +22,7 @@ from .analysis.cases import CaseResult
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
+from .formats.builtin import JSON
 from .formats.registry import write_reports
 from .grading.envelope import Gradable
 from .grading.grade import grade_all
@@ -29,7 +30,7 @@ from .model import VERDICT_EXIT, Case, ExitCode, Grade, Pins, Thresholds
 from .parallel import in_background
 from .report.build import base_diff_rows, build_report, merged_report, scrub
 from .report.merge import ShardRun, read_shards, shard_info
-from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
+from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo, dump_report
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
@@ -429,5 +430,8 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         recordings = Staleness(whole.shape.stale, whole.shape.unverified)
         notes = _notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, recordings)
         report = merged_report(analysis, whole.run, notes, whole.base, whole.rows)
-        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats))
+        # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
+        texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
+        rendered = {JSON.name: dump_report(report, texts)}
+        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, rendered))
 

@@ -16,7 +16,7 @@ from envelope_ci.formats.escape import _escaped_cell, _verbatim, cell
 from envelope_ci.formats.markdown import grid_section
 from envelope_ci.model import Fingerprint, Pin
 from envelope_ci.report.codec import from_json, to_json
-from envelope_ci.report.model import CaseRow, Report, _dumps, _row_data, dump_report
+from envelope_ci.report.model import CaseRow, Report, _dumps, _row_data, dump_report, row_texts_of
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,27 @@ def test_a_row_read_with_its_keys_out_of_order_is_written_in_field_order(report:
 
 def test_a_report_is_written_as_it_was_read(text: str, report: Report) -> None:
     assert dump_report(report) == text
+
+
+def test_rows_known_by_their_text_are_written_as_that_text_and_the_others_encoded(text: str, report: Report) -> None:
+    texts = row_texts_of(text, report.cases)
+    assert texts == tuple(_dumps(_row_data(row)) for row in report.cases)
+    assert dump_report(report, texts) == text
+    marked = dump_report(report, ["KNOWN", *[None] * (len(report.cases) - 1)])
+    assert marked.replace("KNOWN", texts[0], 1) == text
+
+
+@pytest.mark.parametrize("laid_out", ["indented", "one row less", "rows swapped", "one line", "cut short"])
+def test_a_report_not_laid_out_as_written_gives_no_row_texts(text: str, report: Report, laid_out: str) -> None:
+    rows = report.cases
+    other = {
+        "indented": lambda: json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n",
+        "one row less": lambda: dump_report(dataclasses.replace(report, cases=rows[1:])),
+        "rows swapped": lambda: dump_report(dataclasses.replace(report, cases=(rows[-1], *rows[1:-1], rows[0]))),
+        "one line": lambda: json.dumps(json.loads(text), ensure_ascii=False),
+        "cut short": lambda: text[:-2],
+    }[laid_out]()
+    assert row_texts_of(other, rows) is None
 
 
 # Characters a cell keeps and some it escapes, and the pieces of a link or an issue reference.

@@ -117,6 +117,23 @@ def test_merged_shards_are_the_unsharded_run_byte_for_byte(tmp_path, count):
     assert any(r["fixture"] == "removed" for r in report["base"]["diff"]) and any("m-4: repeat 2 of 2" in b for b in report["blockers"])
 
 
+def test_the_merge_writes_each_row_as_its_shard_wrote_it_unless_its_gate_changed(tmp_path):
+    """A row's text is taken from its shard's report.json, not encoded again: a row whose text a shard wrote its own way stays so."""
+    suite, args = busy_pr(tmp_path)
+    _, reports, _ = run_whole_and_shards(tmp_path, suite, 2, *args)
+    shard = json.loads(reports[0].read_text("utf-8"))
+    rows = shard["cases"]
+    kept = next(r for r in rows[1:-1] if r["gate"] == "pass")  # one the whole run gates the same
+    text = reports[0].read_text("utf-8")
+    plain = f'{{"id": "{kept["id"]}", "stratum": '
+    assert text.count(plain) == 1
+    reports[0].write_text(text.replace(plain, f'{{"id": "{kept["id"]}", "stratum":  '), "utf-8")  # one more space
+    assert merge(tmp_path, reports).code == 1
+    merged = (tmp_path / "merged" / "report.json").read_text("utf-8")
+    assert f'{{"id": "{kept["id"]}", "stratum":  ' in merged
+    assert json.loads(merged)["cases"] == json.loads((tmp_path / "whole" / "report.json").read_text("utf-8"))["cases"]
+
+
 @pytest.mark.parametrize(("scenario", "code"), [("pass", 0), ("inconclusive", 3)])
 def test_the_merge_exits_as_the_unsharded_run_and_no_shard_passes_alone(tmp_path, scenario, code):
     suite = pinned_suite(tmp_path)

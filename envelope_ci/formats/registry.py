@@ -44,11 +44,19 @@ def chosen(extra: Sequence[str]) -> list[ReportFormat]:
     return [formats[name] for name in dict.fromkeys((*ALWAYS, *extra))]
 
 
-def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> tuple[Path, ...]:
-    """Render and write each format under ``out_dir``; rendered side by side for big runs."""
+def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), rendered: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+    """Render and write each format under ``out_dir``; rendered side by side for big runs.
+
+    ``rendered`` holds formats' text made already (by name): written as it is, first.
+    """
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = tuple(out_dir / fmt.filename for fmt in formats)
+    done = rendered or {}
+    for path, fmt in zip(paths, formats, strict=True):
+        if fmt.name in done:
+            atomic.write_text(path, done[fmt.name])
+    to_render = [(p, f) for p, f in zip(paths, formats, strict=True) if f.name not in done]
 
     def job(path: Path, fmt: ReportFormat) -> Callable[[], None]:
         def write() -> None:
@@ -56,5 +64,5 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> t
 
         return write
 
-    run_concurrently([job(p, f) for p, f in zip(paths, formats, strict=True)], parallel=len(report.cases) >= MIN_ITEMS)
+    run_concurrently([job(p, f) for p, f in to_render], parallel=len(report.cases) >= MIN_ITEMS)
     return paths

@@ -16,7 +16,7 @@ from ..model import Case, Channel, Fingerprint, Grade, Label, Lane, Outcome, Pin
 from ..shard import ShardSpec
 from ..sources.pins import render_pins
 from .build import scrub
-from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardCase, ShardInfo
+from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardCase, ShardInfo, row_texts_of
 
 
 def pins_digest(pins: Pins | None) -> str | None:
@@ -98,6 +98,7 @@ class Whole:
     run: RunInfo
     results: tuple[RowResult, ...]
     rows: tuple[CaseRow, ...]  # as the shards wrote them: only their gates are the whole run's
+    row_texts: tuple[str | None, ...]  # each row's report.json text as its shard wrote it, when known (``_Shard.row_texts``)
     fingerprint: Fingerprint
     fixtures: FixtureChanges
     shape: RunShape
@@ -119,6 +120,7 @@ class _Shard:
     path: str
     report: Report
     info: ShardInfo
+    row_texts: tuple[str, ...] | None  # its rows' text, when this version wrote it as ``dump_report`` does: the merge writes them again as they are
 
 
 def read_shards(paths: Sequence[Path]) -> Whole:
@@ -140,7 +142,8 @@ def read_shards(paths: Sequence[Path]) -> Whole:
 def _read(path: Path) -> _Shard:
     """One shard's report.json, or why it is not one."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        text = path.read_text("utf-8")
+        data = json.loads(text)
         report = Report.from_json(data) if isinstance(data, dict) and data.get("report_version") == REPORT_VERSION else None
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
@@ -148,7 +151,8 @@ def _read(path: Path) -> _Shard:
         raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}")
     if report.shard is None:
         raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each run --shard I/N")
-    return _Shard(path.as_posix(), report, report.shard)
+    texts = row_texts_of(text, report.cases) if report.shard.tool_version == __version__ else None
+    return _Shard(path.as_posix(), report, report.shard, texts)
 
 
 # RunInfo fields that are part of the fingerprint, named as a reader knows them.
@@ -212,17 +216,20 @@ def _case_problems(shards: Sequence[_Shard]) -> list[str]:
 
 def _whole(shards: Sequence[_Shard]) -> Whole:
     first = shards[0]
-    rows = sorted(((s.info.cases[row.id], row) for s in shards for row in s.report.cases), key=lambda pair: pair[0].position)
+    in_order = sorted(((s.info.cases[row.id], row, text) for s in shards for row, text in zip(s.report.cases, s.row_texts or _unknown(s), strict=True)),
+                      key=lambda each: each[0].position)
+    extras, rows, texts = zip(*in_order, strict=True) if in_order else ((), (), ())
     declared = first.info.fingerprint
-    results = results_of(rows, declared)
-    order = {row.id: i for i, (_, row) in enumerate(rows)}
+    results = results_of(extras, rows, declared)
+    order = {row.id: i for i, row in enumerate(rows)}
     stale = sorted(((k, v) for s in shards for k, v in s.info.stale.items()), key=lambda kv: order[kv[0]])
     model_ids = sorted({m for s in shards for m in s.info.model_ids})
     run = first.report.run
     return Whole(
         run=run,
         results=results,
-        rows=tuple(row for _, row in rows),
+        rows=rows,
+        row_texts=texts,
         fingerprint=replace(declared, model_id=",".join(model_ids) or None),
         fixtures=first.report.fixtures,
         shape=RunShape(Lane(run.lane), run.endpoint_class, run.temperature, run.mode == "live", None, dict(stale),
@@ -235,6 +242,11 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
     )
 
 
+def _unknown(shard: _Shard) -> list[None]:
+    """No row's text is known: each is encoded again."""
+    return [None] * len(shard.report.cases)
+
+
 def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None:
     """The base diff of the whole run: each shard's rows for its cases, in suite order, then the removed cases (the same in every shard)."""
     first = shards[0].report
@@ -244,7 +256,7 @@ def _base(shards: Sequence[_Shard], order: Mapping[str, int]) -> BaseDiff | None
     return replace(first.base, diff=(*own, *first.base.diff[len(first.cases):]))
 
 
-def results_of(rows: Sequence[tuple[ShardCase, CaseRow]], declared: Fingerprint) -> tuple[RowResult, ...]:
+def results_of(extras: Sequence[ShardCase], rows: Sequence[CaseRow], declared: Fingerprint) -> tuple[RowResult, ...]:
     """Each case's result as its shard judged it, read from its row for the whole run's analysis.
 
     Most cases share their fingerprint with many others: each distinct one (immutable) is built
@@ -261,5 +273,5 @@ def results_of(rows: Sequence[tuple[ShardCase, CaseRow]], declared: Fingerprint)
         RowResult(row.id, row.stratum, row.label, row.channel, row.outcome, row.reasons, row.pin, row.comparable,
                   fingerprints.get((row.model_id, extra.temperature)) or fingerprint(row.model_id, extra.temperature), extra.repeats,
                   not row.label.is_transport)
-        for extra, row in rows
+        for extra, row in zip(extras, rows, strict=True)
     )

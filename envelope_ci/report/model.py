@@ -6,7 +6,7 @@ the contract in docs/report.md: bump REPORT_VERSION. Every format reads this, ne
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -310,11 +310,14 @@ def report_schema() -> dict[str, Any]:
     }
 
 
-def dump_report(report: Report) -> str:
+def dump_report(report: Report, row_texts: Sequence[str | None] = ()) -> str:
     """report.json text: indented at the top, one case per line (fast to write, easy to diff); a shard's cases too.
 
     The case rows are encoded one at a time and the text joined once: the whole report as one
     tree of dicts, then copies of its text, raised a 100,000-case run's peak memory by ~90 MB.
+    ``row_texts`` (aligned with the rows) are rows' text known already, None where it is not:
+    a merge writes the rows its shards wrote as they wrote them (encoding them again was a fifth
+    of a 100k-case merge).
     """
     data = to_json(replace(report, cases=()))
     del data["cases"]
@@ -322,7 +325,32 @@ def dump_report(report: Report) -> str:
     text = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)[:-2]
     if shard_cases is not None:  # ``shard`` is the last key left: reopen it for its cases
         text = text[:-4] + ',\n    "cases": ' + "".join(_block([f"{_dumps(k)}: {_dumps(v)}" for k, v in shard_cases.items()], "{}", 6)) + "\n  }"
-    return "".join([text, ',\n  "cases": ', *_block([_dumps(_row_data(c)) for c in report.cases], "[]", 4), "\n}\n"])
+    rows = [_dumps(_row_data(c)) for c in report.cases] if not row_texts else \
+        [_dumps(_row_data(c)) if known is None else known for c, known in zip(report.cases, row_texts, strict=True)]
+    return "".join([text, ',\n  "cases": ', *_block(rows, "[]", 4), "\n}\n"])
+
+
+# How report.json's rows begin and end (``dump_report``): one per line, each line its own JSON; no row holds a line break.
+ROWS_START = '\n  "cases": [\n    '
+ROWS_END = "\n  ]\n}\n"
+ROWS_BETWEEN = ",\n    "
+
+
+def row_texts_of(text: str, rows: Sequence[CaseRow]) -> tuple[str, ...] | None:
+    """Each row's own text in a report.json written by ``dump_report`` (``text``, read back as ``rows``), or None if it was not laid out so.
+
+    A row's line is its JSON, a newline within it is escaped: the rows are what lies between the
+    last ``"cases": [`` at the top level and the end, split at each line break. The count, and the
+    first and last rows' ids, must match what the whole text parsed to, or nothing is taken from
+    it (a row split over lines, or two on one, would shift the count or the last id).
+    """
+    start, end = text.rfind(ROWS_START), len(text) - len(ROWS_END)
+    if start < 0 or not text.endswith(ROWS_END) or not rows:
+        return None
+    texts = text[start + len(ROWS_START):end].split(ROWS_BETWEEN)
+    if len(texts) != len(rows) or not all(texts[i].startswith(f'{{"id": {_dumps(rows[i].id)}, ') for i in (0, -1)):
+        return None
+    return tuple(texts)
 
 
 def _row_data(row: CaseRow) -> Any:

@@ -1,4 +1,4 @@
 """``python -m envelope_ci``: the same as the ``envelope-ci`` console script."""
-from .cli import main
+from .cli import console
 
-raise SystemExit(main())
+console()

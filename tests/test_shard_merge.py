@@ -301,6 +301,14 @@ def test_marks_that_differ_are_refused(tmp_path, three_shards, what, edit):
     refused(tmp_path, [reports[0], edited(reports[1], edit), reports[2]], f"differ in {what}", "not shards of one run")
 
 
+def test_a_row_without_its_place_or_a_place_without_its_row_is_refused(tmp_path, three_shards):
+    _, reports = three_shards
+    renamed = edited(reports[0], lambda data: data["cases"][0].update(id="not-in-the-suite"))
+    refused(tmp_path, [renamed, *reports[1:]], "case 'not-in-the-suite' has a row but no place in the shard's \"cases\"")
+    dropped = edited(reports[1], lambda data: data["cases"].pop())
+    refused(tmp_path, [reports[0], dropped, reports[2]], "a row is missing from a report")
+
+
 def test_other_fixtures_are_refused(tmp_path, three_shards):
     suite, reports = three_shards
     (suite / "notes.txt").write_text("a file in the fixtures changes their hash", "utf-8")

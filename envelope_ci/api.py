@@ -5,32 +5,33 @@ recordings) -> transport (live envelopes) -> grading -> analysis -> report -> fo
 """
 from __future__ import annotations
 
-import gc
 import math
 import os
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import atomic
-from .analysis.analyse import Analysis, RunShape, analyse, conclude
+from .analysis.analyse import Analysis, RunShape, analyse
 from .analysis.cases import CaseResult
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
-from .formats.builtin import JSON
 from .formats.registry import write_reports
 from .grading.envelope import Gradable
 from .grading.grade import grade_all
-from .model import VERDICT_EXIT, Case, ExitCode, Grade, Pins, Thresholds
+from .merging import merge as merge  # the library's second call, in a module of its own (see there)
+from .model import VERDICT_EXIT, Case, Grade, Pins
 from .parallel import in_background
-from .report.build import base_diff_rows, build_report, merged_report, scrub
-from .report.merge import ShardRun, read_shards, shard_info
-from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo, dump_report
+from .report.build import base_diff_rows, build_report, scrub
+from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
+from .report.notes import run_notes
+from .report.shard_info import ShardRun, shard_info
+from .result import RunResult, cyclic_gc_paused
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
@@ -88,16 +89,6 @@ class Watch:
 # Phases a supervisor tells apart: live calls in flight at the deadline get a grace; a run out of time writes no pins.
 CALLING = "calling the endpoint and grading its answers"
 WRITING_PINS = "writing the pins"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a run produced: the typed report, the exit code, and the files written."""
-
-    report: Report
-    exit_code: ExitCode
-    written: tuple[Path, ...] = ()
-    pins_written: Path | None = None
 
 
 def _number_problems(config: RunConfig) -> list[str]:
@@ -158,7 +149,7 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     watch = watch or Watch()
-    with _cyclic_gc_paused(), _reading_replay(config) as replay_lines:
+    with cyclic_gc_paused(), _reading_replay(config) as replay_lines:
         judged = _run(config, base, fetch, watch, started_at, replay_lines)
         # Written once the run's cases, grades and analysis are let go and only the report is left:
         # the writers' text then reuses some of their memory (a 100,000-case run's peak was 27 MB higher).
@@ -177,30 +168,6 @@ def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], li
         return nullcontext(list)
     big = path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
     return in_background(partial(read_replay, path), wanted=big)
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for the run.
-
-    A run allocates hundreds of thousands of long-lived, acyclic objects (cases, envelopes,
-    grades, report rows); the collector would rescan them again and again, which cost about a
-    quarter of a 100k-case run. Reference counting still frees everything as usual.
-
-    What was made meanwhile and lives on (the report) would all sit in the collector's youngest
-    generation, and its first collection once resumed would walk every object: 0.2-0.5 s after a
-    100k-case merge. ``freeze`` then ``unfreeze`` moves them to the oldest generation without a
-    collection, where only a full one looks at them; nothing is freed or kept alive by it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if was_enabled:
-            gc.enable()
 
 
 def _excluded(config: RunConfig) -> set[Path]:
@@ -317,7 +284,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
         analysis = judged(pins)
     base_diff = _base_diff(analysis, base, pins, suite_ids.difference(c.id for c in cases) if config.shard else ())
     run_info = _run_info(config, settings, partial)
-    notes = _notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings)
+    notes = run_notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings.unverified)
     if config.shard:
         notes.append(shard_note(config.shard, len(cases), len(suite)))
     report = replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
@@ -391,47 +358,3 @@ def _run_info(config: RunConfig, settings: FileConfig, partial: PartialRun | Non
         config_file=settings.path.as_posix() if settings.path else None,
         partial=partial,
     )
-
-
-def _unverified_note(recordings: Staleness, thresholds: Thresholds) -> list[str]:
-    """Older recordings cannot prove what they answered: said once (an alert with ``recordings: strict``)."""
-    if not recordings.unverified or thresholds.recordings == "strict":
-        return []
-    ids = ", ".join(recordings.unverified[:10]) + (" ..." if len(recordings.unverified) > 10 else "")
-    return [f"{len(recordings.unverified)} case(s) are graded on recordings that do not say what request they answered "
-            f"(made before envelope-ci recorded it): {ids}; re-record them to have them checked"]
-
-
-def _notes(run: RunInfo, pinned: bool, base: BaseDiff | None, replayed: int, total: int, remarks: Sequence[str], recordings: Staleness) -> list[str]:
-    """The report's notes, from what the report records: a merge of shards words them as the whole run would."""
-    notes = []
-    partial = run.partial
-    if partial is not None:
-        notes.append(f"partial run: --filter {' '.join(partial.filters)} selected {partial.selected} of {partial.total} case(s); "
-                     "the others were not graded, the fixtures were still checked in full, and no pins can be written from it")
-    if not pinned:
-        notes.append(f"no pins at {run.pins}: size and time are not judged against a baseline yet; "
-                     f"create them with: envelope-ci run {run.fixtures_dir} --lane adjudication --write-pins (locally, then commit)")
-    if run.replay:
-        notes.append(f"offline: graded {replayed} case(s) from the recordings in {run.replay} and "
-                     f"{total - replayed} from the fixtures' own recordings; no endpoint was called")
-    elif run.mode != "live":
-        notes.append("offline: graded the envelopes recorded in the fixtures, no endpoint was called")
-    if base is not None and base.error:
-        notes.append(f"base branch pins unavailable: {base.error}")
-    return [*notes, *remarks, *_unverified_note(recordings, run.thresholds)]
-
-
-def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> RunResult:
-    """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written under ``out_dir``."""
-    with _cyclic_gc_paused():
-        whole = read_shards(paths)
-        analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
-        recordings = Staleness(whole.shape.stale, whole.shape.unverified)
-        notes = _notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, recordings)
-        report = merged_report(analysis, whole.run, notes, whole.base, whole.rows)
-        # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
-        texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
-        rendered = {JSON.name: dump_report(report, texts)}
-        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, rendered))
-

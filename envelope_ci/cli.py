@@ -20,7 +20,7 @@ from .sources.select import FILTER_HELP
 from .transport.interrupts import STOP, Interrupts
 
 if TYPE_CHECKING:
-    from .api import RunResult
+    from .result import RunResult
 
 EPILOG = """\
 exit codes: 0 pass · 1 regression or alert · 2 bad input or usage · 3 inconclusive
@@ -248,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from .api import merge
+    from .merging import merge
 
     result = merge(args.reports, args.out, tuple(args.formats))
     _print_result(result, args.quiet)

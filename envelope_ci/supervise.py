@@ -25,13 +25,14 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import api
-from .api import BaseSource, Graded, RunResult
+from .api import BaseSource, Graded
 from .config import LIVE_GRACE_S, RunConfig, out_of_time
 from .errors import UsageError
 from .grading.envelope import Gradable
 from .grading.grade import grade
 from .model import Case, Envelope, Grade
 from .report.build import as_kept
+from .result import RunResult
 
 if TYPE_CHECKING:
     from .transport.pool import LiveOutcome

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TextIO
 
 from .. import api, atomic, supervise
-from ..api import BaseSource, RunResult
+from ..api import BaseSource
 from ..config import RunConfig
 from ..errors import UsageError
 from ..formats.console import render_console
 from ..github.client import GitHubClient
 from ..github.commands import append_summary, error_annotation, warning, write_outputs
 from ..model import ExitCode
+from ..result import RunResult
 from ..secrets import Secrets
 from .basepins import fetch_base_pins
 from .event import PullRequest, load_event, pull_request_of

@@ -6,6 +6,7 @@ its schemas, the recordings, the transport): that was 0.3 s of a merge's start.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from .analysis.analyse import conclude
@@ -25,8 +26,8 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         whole = read_shards(paths)
         analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
         notes = run_notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, whole.shape.unverified)
-        report = merged_report(analysis, whole.run, notes, whole.base, whole.rows)
+        report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
         # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
         texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
-        rendered = {JSON.name: dump_report(report, texts)}
-        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, rendered))
+        made = {JSON.name: partial(dump_report, report, texts)}
+        return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))

@@ -6,7 +6,7 @@ built-in is one module and one line in ``BUILTIN``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 from .. import atomic
@@ -44,25 +44,25 @@ def chosen(extra: Sequence[str]) -> list[ReportFormat]:
     return [formats[name] for name in dict.fromkeys((*ALWAYS, *extra))]
 
 
-def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), rendered: Mapping[str, str] | None = None) -> tuple[Path, ...]:
+def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made: Mapping[str, Callable[[], str]] | None = None) -> tuple[Path, ...]:
     """Render and write each format under ``out_dir``; rendered side by side for big runs.
 
-    ``rendered`` holds formats' text made already (by name): written as it is, first.
+    ``made`` makes some formats' text another way than their ``render`` (by name): a merge
+    writes report.json from its shards' rows. Those come first, in this process: they are the
+    cheap ones, and the others' renders start at once meanwhile.
     """
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = tuple(out_dir / fmt.filename for fmt in formats)
-    done = rendered or {}
-    for path, fmt in zip(paths, formats, strict=True):
-        if fmt.name in done:
-            atomic.write_text(path, done[fmt.name])
-    to_render = [(p, f) for p, f in zip(paths, formats, strict=True) if f.name not in done]
+    others = made or {}
 
-    def job(path: Path, fmt: ReportFormat) -> Callable[[], None]:
+    def job(fmt: ReportFormat) -> Callable[[], None]:
+        make = others.get(fmt.name) or partial(fmt.render, report, Detail.FULL)
+
         def write() -> None:
-            atomic.write_text(path, fmt.render(report, Detail.FULL))
+            atomic.write_text(out_dir / fmt.filename, make())
 
         return write
 
-    run_concurrently([job(p, f) for p, f in to_render], parallel=len(report.cases) >= MIN_ITEMS)
-    return paths
+    ordered = sorted(formats, key=lambda fmt: fmt.name not in others)
+    run_concurrently([job(fmt) for fmt in ordered], parallel=len(report.cases) >= MIN_ITEMS)
+    return tuple(out_dir / fmt.filename for fmt in formats)

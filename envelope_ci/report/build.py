@@ -110,17 +110,22 @@ def build_report(
     return _report(analysis, run, notes, base, pins_update, tuple(case_row(r, g) for r, g in zip(analysis.results, analysis.gates, strict=True)))
 
 
-def merged_report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, rows: Sequence[CaseRow]) -> Report:
-    """The report of every shard's rows judged as one run: only the gates, which depend on the whole run, are set here."""
-    gated = tuple(row if row.gate is g else replace(row, gate=g) for row, g in zip(rows, analysis.gates, strict=True))
+def merged_report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, rows: Sequence[CaseRow],
+                  written: Sequence[Gate]) -> Report:
+    """The report of every shard's rows judged as one run: only the gates, which depend on the whole run, are set here.
+
+    ``written`` are the rows' gates as their shards wrote them: a row the whole run gates the same is kept as it is.
+    """
+    gated = tuple(row if was is now else replace(row, gate=now) for row, was, now in zip(rows, written, analysis.gates, strict=True))
     return _report(analysis, run, notes, base, None, gated)
 
 
 def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, pins_update: PinsUpdate | None,
             rows: tuple[CaseRow, ...]) -> Report:
     """The report around its rows: the id lists, the alerts, the notes and the next steps."""
-    results = analysis.results
-    by_outcome = {o: tuple(r.id for r in results if r.outcome is o) for o in Outcome}
+    by_outcome: dict[Outcome, list[str]] = {o: [] for o in Outcome}
+    for r in analysis.results:  # one pass, not one per outcome
+        by_outcome[r.outcome].append(r.id)
     # Only text that came from a server can hold lone surrogates (fixtures reject them), so
     # only those fields are scrubbed: walking every value of a 100k-case report costs seconds.
     return Report(
@@ -135,10 +140,10 @@ def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base
         lanes=analysis.lanes,
         fixtures=analysis.fixtures,
         fingerprint=replace(analysis.fingerprint, model_id=scrub(analysis.fingerprint.model_id)),
-        regressions=by_outcome[Outcome.REGRESSION],
-        known_failures=by_outcome[Outcome.KNOWN_FAILURE],
-        improvements=by_outcome[Outcome.IMPROVEMENT],
-        undelivered=by_outcome[Outcome.UNDELIVERED],
+        regressions=tuple(by_outcome[Outcome.REGRESSION]),
+        known_failures=tuple(by_outcome[Outcome.KNOWN_FAILURE]),
+        improvements=tuple(by_outcome[Outcome.IMPROVEMENT]),
+        undelivered=tuple(by_outcome[Outcome.UNDELIVERED]),
         run=run,
         base=base,
         pins_update=pins_update,

@@ -12,7 +12,7 @@ from .. import __version__
 from ..analysis.analyse import RunShape
 from ..analysis.cases import lost_repeats_of
 from ..errors import Problem, UsageError
-from ..model import Channel, Fingerprint, Label, Lane, Outcome, Pin
+from ..model import Channel, Fingerprint, Gate, Label, Lane, Outcome, Pin
 from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardInfo, row_texts_of
 
 
@@ -52,6 +52,7 @@ class Whole:
     results: tuple[RowResult, ...]
     rows: tuple[CaseRow, ...]  # as the shards wrote them: only their gates are the whole run's
     row_texts: tuple[str | None, ...]  # each row's report.json text as its shard wrote it, when known (``_Shard.row_texts``)
+    row_gates: tuple[Gate, ...]  # each row's gate as its shard wrote it (read while the row was at hand)
     fingerprint: Fingerprint
     fixtures: FixtureChanges
     shape: RunShape
@@ -198,8 +199,8 @@ def _case_problems(shards: Sequence[_Shard]) -> list[str]:
     return []
 
 
-# One row at its place in the suite, with its text and its result (a plain tuple: one per case).
-_Placed = tuple[CaseRow, str | None, RowResult]
+# One row at its place in the suite, with its text, its result and its gate as its shard wrote it (a plain tuple: one per case).
+_Placed = tuple[CaseRow, str | None, RowResult, Gate]
 
 
 def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
@@ -219,7 +220,7 @@ def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
             position = positions.get(case_id)
             if position is None:
                 raise UsageError(f"{s.path}: case {case_id!r} has a row but no place in the shard's \"cases\": not a report as a shard wrote it")
-            placed[position] = (row, text, result_of(row, repeats.get(case_id), temperatures.get(case_id)))
+            placed[position] = (row, text, result_of(row, repeats.get(case_id), temperatures.get(case_id)), row.gate)
     filled = [each for each in placed if each is not None]
     if len(filled) != len(placed):
         raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): a row is missing from a report")
@@ -229,7 +230,7 @@ def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
 def _whole(shards: Sequence[_Shard]) -> Whole:
     first = shards[0]
     in_order = _in_suite_order(shards)
-    rows, texts, results = (tuple(column) for column in zip(*in_order, strict=True)) if in_order else ((), (), ())
+    rows, texts, results, gates = (tuple(column) for column in zip(*in_order, strict=True)) if in_order else ((), (), (), ())
     stale = {k: v for s in shards for k, v in s.info.stale.items()}
     unverified = {u for s in shards for u in s.info.unverified}
     model_ids = sorted({m for s in shards for m in s.info.model_ids})
@@ -239,6 +240,7 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
         results=results,
         rows=rows,
         row_texts=texts,
+        row_gates=gates,
         fingerprint=replace(first.info.fingerprint, model_id=",".join(model_ids) or None),
         fixtures=first.report.fixtures,
         shape=RunShape(Lane(run.lane), run.endpoint_class, run.temperature, run.mode == "live", None,

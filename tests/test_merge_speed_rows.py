@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from envelope_ci.formats.escape import _escaped_cell, _verbatim, cell
-from envelope_ci.formats.markdown import grid_section
+from envelope_ci.formats.markdown import _case_line, grid_section, table_of_lines
 from envelope_ci.model import Fingerprint, Pin
 from envelope_ci.report.codec import from_json, to_json
 from envelope_ci.report.model import CaseRow, Report, _dumps, _row_data, dump_report, row_texts_of
@@ -99,3 +99,15 @@ def test_the_grid_counts_unstratified_cases_once_however_their_stratum_is_missin
     grid = "\n".join(grid_section(mixed))
     line = next(x for x in grid.splitlines() if x.startswith("| unstratified"))
     assert line.split("|")[2].strip() == str(counts[("unstratified", "stable")])
+
+
+@given(_CELL_TEXT, _CELL_TEXT, st.booleans())
+def test_a_case_line_splits_back_into_its_cells_whatever_its_texts(report: Report, case_id: str, stratum: str, streamed: bool) -> None:
+    """A small cases table is padded from its lines split at `` | ``: no cell may hold that (a cell's own ``|`` is escaped)."""
+    row = dataclasses.replace(report.cases[0], id=case_id or "x", stratum=stratum or None)
+    line = _case_line(row, streamed, cell)
+    cells = line[2:-2].split(" | ")
+    assert len(cells) == 12 + streamed and line.startswith("| ") and line.endswith(" |")
+    assert cells[0] == cell(row.id, 60) and cells[1] == cell(row.stratum or "–") and cells[-1] == row.outcome.value.replace("_", " ")
+    padded = table_of_lines(["h"] * len(cells), [line]).splitlines()[2]
+    assert [c.strip() for c in padded[2:-2].split(" | ")] == [c.strip() for c in cells]

@@ -183,20 +183,23 @@ def refusals(shards: Sequence[_Shard]) -> list[str]:
 
 
 def _case_problems(shards: Sequence[_Shard]) -> list[str]:
-    """A case in two shards' reports, or cases of the suite in none."""
-    seen: dict[str, str] = {}
-    twice: list[str] = []
-    for s in shards:
-        for case_id in s.places.positions:
-            if seen.setdefault(case_id, s.path) != s.path:
-                twice.append(f"{case_id} ({seen[case_id]}, {s.path})")
-    if twice:
-        return [f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"]
+    """A case in two shards' reports, or cases of the suite in none (sets made in C; each case named only when one is twice)."""
+    seen = set().union(*(s.places.positions for s in shards))
+    if len(seen) != sum(len(s.places.positions) for s in shards):
+        return [_twice(shards)]
     total = shards[0].info.suite_cases
-    positions = {p for s in shards for p in s.places.positions.values()}
+    positions = set().union(*(s.places.positions.values() for s in shards))
     if len(seen) != total or positions != set(range(total)):
         return [f"the shards' reports hold {len(seen)} of the suite's {total} case(s): they were not all graded by one shard each"]
     return []
+
+
+def _twice(shards: Sequence[_Shard]) -> str:
+    """Which cases more than one shard's report holds, and where."""
+    first: dict[str, str] = {}
+    twice = [f"{case_id} ({first[case_id]}, {s.path})" for s in shards for case_id in s.places.positions
+             if first.setdefault(case_id, s.path) != s.path]
+    return f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"
 
 
 # One row at its place in the suite, with its text, its result and its gate as its shard wrote it (a plain tuple: one per case).

@@ -48,8 +48,10 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
     """Render and write each format under ``out_dir``; rendered side by side for big runs.
 
     ``made`` makes some formats' text another way than their ``render`` (by name): a merge
-    writes report.json from its shards' rows. Those come first, in this process: they are the
-    cheap ones, and the others' renders start at once meanwhile.
+    writes report.json from its shards' rows. Those are cheap, and written after the last
+    render in its process, not in a process of their own: forking a 400 MB merge once more and
+    its copy-on-write cost more than the write (the three formats of a 100k-case merge: 1.56 s
+    this way, 1.75-1.87 s with the cheap one in a process of its own).
     """
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -63,6 +65,17 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
 
         return write
 
-    ordered = sorted(formats, key=lambda fmt: fmt.name not in others)
-    run_concurrently([job(fmt) for fmt in ordered], parallel=len(report.cases) >= MIN_ITEMS)
+    jobs = [job(fmt) for fmt in formats if fmt.name not in others]
+    cheap = [job(fmt) for fmt in formats if fmt.name in others]
+    if cheap:
+        jobs = [*jobs[:-1], _one_after_another([*jobs[-1:], *cheap])]
+    run_concurrently(jobs, parallel=len(report.cases) >= MIN_ITEMS)
     return tuple(out_dir / fmt.filename for fmt in formats)
+
+
+def _one_after_another(jobs: Sequence[Callable[[], None]]) -> Callable[[], None]:
+    def run_each() -> None:
+        for each in jobs:
+            each()
+
+    return run_each

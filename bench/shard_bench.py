@@ -13,7 +13,7 @@ Every time is the wall time of the real command line (``python -m envelope_ci``)
   run's byte for byte; a live one must agree on everything but timings.
 * ``merge``: --shards shard reports of --merge-cases cases in all (4 x 25,000 by default), merged
   --repeat times; prints the wall time of ``envelope-ci merge`` (interpreter start included) and its CPU
-  time (user + system, its forked writers' too), the time inside ``api.merge``, and its peak memory.
+  time (user + system, its forked writers' too), the time inside ``merging.merge`` (``api.merge``), and its peak memory.
   Target: under 5 s.
 
     python bench/shard_bench.py                          # all three, the defaults below
@@ -47,25 +47,28 @@ from envelope_ci.shard import shard_numbers  # noqa: E402
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
 # A command that hangs fails the bench instead of stalling it.
 TIMEOUT_S = 1800
-# api.merge in a child of its own, timed inside (without the interpreter's start): all of it ("merge"), its reading
-# of the shards' reports alone ("read"), or its writing of the three formats alone, done again after it ("write").
+# merging.merge (api.merge) in a child of its own, timed inside (without the interpreter's start): all of it, and its
+# reading of the shards' reports and its writing of the formats within that one call; then its peak RSS.
 MERGE_TIMED = """
-import gc, resource, sys, time
+import resource, sys, time
 from pathlib import Path
-from envelope_ci import api
-from envelope_ci.formats.registry import write_reports
-from envelope_ci.report.merge import read_shards
-part, out, paths = sys.argv[1], Path(sys.argv[2]), [Path(p) for p in sys.argv[3:]]
-gc.disable()  # as api.merge does
+from envelope_ci import merging
+out, paths = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+spent = {}
+def timed(name, fn):
+    def call(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[name] = time.perf_counter() - t
+    return call
+merging.read_shards = timed("read", merging.read_shards)
+merging.write_reports = timed("write", merging.write_reports)
 t0 = time.perf_counter()
-if part == "read":
-    read_shards(paths)
-else:
-    result = api.merge(paths, out)
-if part == "write":
-    t0 = time.perf_counter()
-    write_reports(result.report, out / "again")
-print(f"{time.perf_counter() - t0:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+merging.merge(paths, out)
+total = time.perf_counter() - t0
+print(f"{total:.3f} {spent['read']:.3f} {spent['write']:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
 """
 
 
@@ -201,16 +204,14 @@ def merge_time(args: argparse.Namespace) -> None:
             wall, code, cpu = timed(cli("merge", *reports, "--out", root / f"merged-{k}", "--quiet"))
             walls.append(wall)
             cpus.append(cpu)
-            for part in ("merge", "read", "write"):
-                proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, part, str(root / f"{part}-{k}"), *map(str, reports)],
-                                      env=ENV, capture_output=True, text=True, check=True, timeout=TIMEOUT_S)
-                seconds, peak = proc.stdout.split()
-                parts[part].append(float(seconds))
-                parts["rss"] += [float(peak)] if part == "merge" else []
+            proc = subprocess.run([sys.executable, "-c", MERGE_TIMED, str(root / f"inside-{k}"), *map(str, reports)],
+                                  env=ENV, capture_output=True, text=True, check=True, timeout=TIMEOUT_S)
+            for part, value in zip(("merge", "read", "write", "rss"), proc.stdout.split(), strict=True):
+                parts[part].append(float(value))
         merge_s, read_s, write_s = (statistics.median(parts[p]) for p in ("merge", "read", "write"))
         print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  (min {min(walls):.2f}, max {max(walls):.2f}; exit {code}); "
               f"CPU (user + system) median {statistics.median(cpus):.2f} s")
-        print(f"api.merge inside        median {merge_s:.2f} s: reading the reports {read_s:.2f} s, writing the three formats "
+        print(f"merging.merge inside    median {merge_s:.2f} s: reading the reports {read_s:.2f} s, writing the three formats "
               f"{write_s:.2f} s, judging and building the report {merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
         print(f"each merge: wall {' / '.join(f'{w:.2f}' for w in walls)} s, CPU {' / '.join(f'{c:.2f}' for c in cpus)} s; "
               f"load average after {_load()}")

@@ -67,9 +67,14 @@ def _run_slice(bounds: tuple[int, int]) -> list[Any]:
     return [fn(items[i]) for i in range(*bounds)]
 
 
+def forks() -> bool:
+    """Whether work can go to a forked child on another core here (else every helper here works in-process)."""
+    return (os.cpu_count() or 1) >= 2 and "fork" in multiprocessing.get_all_start_methods()
+
+
 def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) -> None:
     """Run independent jobs (each writes its own output), in forked children when asked and possible."""
-    if not parallel or len(jobs) < 2 or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if not parallel or len(jobs) < 2 or not forks():
         for job in jobs:
             job()
         return
@@ -140,7 +145,7 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True) -> Iterator[Ca
     failure runs ``fn`` again in this process, so that its error is the real one. A child
     still working when the block ends (the run failed first) is stopped.
     """
-    if not wanted or (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if not wanted or not forks():
         yield fn
         return
     ctx = multiprocessing.get_context("fork")

@@ -26,6 +26,8 @@ from conftest import (
     write_replay,
 )
 
+from envelope_ci import merging
+from envelope_ci.parallel import forks
 from envelope_ci.report.model import Report, report_schema
 from envelope_ci.shard import parse_shard, shard_numbers
 
@@ -117,6 +119,20 @@ def test_merged_shards_are_the_unsharded_run_byte_for_byte(tmp_path, count):
     assert {"easy_regression", "medium_regression", "fixtures_changed", "fingerprint_changed"} <= set(report["alerts"])
     assert all(report["summary"]["counts"].values()) and report["regressions"] and report["base"]["downgraded"] == ["m-3"]
     assert any(r["fixture"] == "removed" for r in report["base"]["diff"]) and any("m-4: repeat 2 of 2" in b for b in report["blockers"])
+
+
+@pytest.mark.skipif(not forks(), reason="the cases table is made on another core only where a child can be forked")
+def test_a_big_merge_makes_the_cases_table_while_it_reads_and_writes_what_the_unsharded_run_writes(tmp_path, monkeypatch):
+    suite, args = busy_pr(tmp_path)
+    _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
+    monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)  # as big as 100k cases
+    given: list[str | None] = []
+    render = merging.render_markdown
+    monkeypatch.setattr(merging, "render_markdown", lambda *a, **k: given.append(k.get("cases")) or render(*a, **k))
+    assert merge(tmp_path, reports).code == 1
+    assert len(given) == 1 and given[0] and given[0].startswith("| case") and "| m-3 " in given[0]
+    for name in REPORT_FILES:
+        assert (tmp_path / "merged" / name).read_text("utf-8") == (tmp_path / "whole" / name).read_text("utf-8"), name
 
 
 def test_the_merge_writes_each_row_as_its_shard_wrote_it_unless_its_gate_changed(tmp_path):

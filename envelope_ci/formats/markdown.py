@@ -464,25 +464,32 @@ def base_section(report: Report, detail: Detail) -> list[str]:
     return folded("Pins: base branch → this PR → this run", lines, detail, f": {len(changed)} of {len(diff)} changed")
 
 
-def cases_section(report: Report, detail: Detail) -> list[str]:
-    """Every case with its measures and its pin's; the smallest comment level keeps only the cases not stable."""
+def cases_section(report: Report, detail: Detail, full_table: str | None = None) -> list[str]:
+    """Every case with its measures and its pin's; the smallest comment level keeps only the cases not stable.
+
+    ``full_table`` is ``cases_table(report.cases)`` made already (a merge makes it while it reads).
+    """
     cases = list(report.cases)
     note = ["`~` marks a token count estimated as chars/4 (the server reported no usage).", ""]
     title = f"All cases ({len(cases)})"
-    if detail is Detail.FAILING:
-        failing = [c for c in cases if c.gate is not Gate.PASS]
-        more = len(failing) - FAILING_ROWS_IN_COMMENT
-        title = f"Cases not stable ({len(failing)})"
-        note = [(f"_… and {more} more not-stable cases. " if more > 0 else "_")
-                + f"{len(cases) - len(failing)} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
-        cases = failing[:FAILING_ROWS_IN_COMMENT]
+    if detail is not Detail.FAILING:
+        return folded(title, [full_table if full_table is not None else cases_table(cases), "", *note], detail)
+    failing = [c for c in cases if c.gate is not Gate.PASS]
+    more = len(failing) - FAILING_ROWS_IN_COMMENT
+    note = [(f"_… and {more} more not-stable cases. " if more > 0 else "_")
+            + f"{len(cases) - len(failing)} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
+    return folded(f"Cases not stable ({len(failing)})", [cases_table(failing[:FAILING_ROWS_IN_COMMENT]), "", *note], detail)
+
+
+def cases_table(cases: Sequence[CaseRow]) -> str:
+    """The table of these cases: a line each, in their order. It reads no gate: a merge makes it from its shards' rows."""
     # Streamed runs also show time to first token, so slower prefill and longer generation are told apart.
     streamed = any(c.ttft_ms is not None for c in cases)
     stratum = cache(cell)  # few strata: each escaped once
     lines = [_case_line(c, streamed, stratum) for c in cases]
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
-    return folded(title, [table_of_lines(headers, lines), "", *note], detail)
+    return table_of_lines(headers, lines)
 
 
 # The pin's cells of a case without one.
@@ -504,8 +511,11 @@ def _case_line(c: CaseRow, streamed: bool, stratum: Callable[[str], str]) -> str
             f"{pin_ms} | {c.attempts} | {_OUTCOME_WORDS[c.outcome]} |")
 
 
-def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None) -> str:
-    """The report as Markdown. ``detail``: full (report.md), collapsed or failing (the comment's levels)."""
+def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None, cases: str | None = None) -> str:
+    """The report as Markdown. ``detail``: full (report.md), collapsed or failing (the comment's levels).
+
+    ``cases``: the table of every case (``cases_table``) when it was made already.
+    """
     detail = Detail(detail)
     parts: list[str] = []
     parts += headline(report, title)
@@ -521,5 +531,5 @@ def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | N
     parts += fixtures_section(report, detail)
     parts += pins_update_section(report, detail)
     parts += base_section(report, detail)
-    parts += cases_section(report, detail)
+    parts += cases_section(report, detail, cases)
     return "\n".join(parts).rstrip() + "\n"

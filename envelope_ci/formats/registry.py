@@ -48,10 +48,11 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
     """Render and write each format under ``out_dir``; rendered side by side for big runs.
 
     ``made`` makes some formats' text another way than their ``render`` (by name): a merge
-    writes report.json from its shards' rows. Those are cheap, and written after the last
-    render in its process, not in a process of their own: forking a 400 MB merge once more and
-    its copy-on-write cost more than the write (the three formats of a 100k-case merge: 1.56 s
-    this way, 1.75-1.87 s with the cheap one in a process of its own).
+    writes report.json from its shards' rows, and report.md around a cases table made while it
+    read. Those are written one after another in this process while each render runs in a
+    process of its own: forking a 400 MB merge once more, and its copy-on-write, cost more than
+    they do (the three formats of a 100k-case merge: 1.14-1.17 s this way; 1.32-1.38 s with
+    each in a process of its own).
     """
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -65,11 +66,9 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
 
         return write
 
-    jobs = [job(fmt) for fmt in formats if fmt.name not in others]
     cheap = [job(fmt) for fmt in formats if fmt.name in others]
-    if cheap:
-        jobs = [*jobs[:-1], _one_after_another([*jobs[-1:], *cheap])]
-    run_concurrently(jobs, parallel=len(report.cases) >= MIN_ITEMS)
+    rendered = [job(fmt) for fmt in formats if fmt.name not in others]
+    run_concurrently([_one_after_another(cheap), *rendered] if cheap else rendered, parallel=len(report.cases) >= MIN_ITEMS)
     return tuple(out_dir / fmt.filename for fmt in formats)
 
 

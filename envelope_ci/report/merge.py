@@ -121,8 +121,8 @@ def read_shards(paths: Sequence[Path]) -> Whole:
     return _whole(shards)
 
 
-def _read(path: Path) -> _Shard:
-    """One shard's report.json, or why it is not one."""
+def _read(path: Path, with_texts: bool = True) -> _Shard:
+    """One shard's report.json, or why it is not one (``with_texts``: its rows' texts too, when it has them)."""
     try:
         text = path.read_text("utf-8")
         data = json.loads(text)
@@ -136,7 +136,7 @@ def _read(path: Path) -> _Shard:
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
     assert report.shard is not None  # given above
-    texts = row_texts_of(text, report.cases) if report.shard.tool_version == __version__ else None
+    texts = row_texts_of(text, report.cases) if with_texts and report.shard.tool_version == __version__ else None
     return _Shard(path.as_posix(), report, report.shard, places, texts)
 
 
@@ -228,6 +228,20 @@ def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
     if len(filled) != len(placed):
         raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): a row is missing from a report")
     return filled
+
+
+def rows_in_suite_order(paths: Sequence[Path]) -> list[CaseRow]:
+    """Every shard's rows in the suite's order, neither checked nor judged: for output that needs the rows alone.
+
+    ``read_shards`` is the merge, and checks what this takes for granted; a merge reads the
+    reports again this way on another core for report.md's cases table, which no gate changes.
+    """
+    shards = [_read(Path(p), with_texts=False) for p in paths]
+    placed: list[CaseRow | None] = [None] * shards[0].info.suite_cases
+    for s in shards:
+        for row in s.report.cases:
+            placed[s.places.positions[row.id]] = row
+    return [row for row in placed if row is not None]
 
 
 def _whole(shards: Sequence[_Shard]) -> Whole:

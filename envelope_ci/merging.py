@@ -5,7 +5,7 @@ its schemas, the recordings, the transport): that was 0.3 s of a merge's start.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -41,9 +41,9 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
         # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
         texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
-        made = {JSON.name: partial(dump_report, report, texts)}
-        if early:
-            made[MARKDOWN.name] = partial(render_markdown, report, Detail.FULL, cases=cases_later()[0])
+        made: dict[str, Callable[[], str]] = {JSON.name: partial(dump_report, report, texts)}
+        if early:  # asked for once report.json is written: the child has had that long too
+            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, cases=cases_later()[0])
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))
 
 

@@ -109,8 +109,8 @@ def read_shards(paths: Sequence[Path]) -> Whole:
     """Every shard's report of one run as the whole run; UsageError (exit 2) naming each reason they cannot be merged.
 
     Each case was judged once, by its shard, and its row says all of that but its gate. What
-    spans cases (strata, alerts, the gate, the verdict) is the merge's: it rebuilds the case
-    results from the rows for the same ``analysis.conclude``. What depends only on the suite
+    spans cases (strata, alerts, the gate, the verdict) is the merge's: it reads each case's
+    result off its row (``RowResult``) for the same ``analysis.conclude``. What depends only on the suite
     and the pins (fixture changes, base-diff removals, lowered pins) every shard computed in
     full: the marks checked here make sure they agree.
     """
@@ -307,5 +307,5 @@ def _results(declared: Fingerprint) -> Callable[[CaseRow, tuple[Label, ...] | No
     return result_of
 
 
-# A RowResult's first fields, read off its row in one C call.
-_JUDGED_OF_ROW = operator.attrgetter("id", "stratum", "label", "channel", "outcome", "reasons", "pin", "comparable")
+# A RowResult's fields up to ``comparable`` are its row's fields of the same names: read off the row in one C call.
+_JUDGED_OF_ROW = operator.attrgetter(*RowResult._fields[:RowResult._fields.index("comparable") + 1])

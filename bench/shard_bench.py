@@ -63,7 +63,7 @@ def timed(name, fn):
         finally:
             spent[name] = time.perf_counter() - t
     return call
-merging.read_shards = timed("read", merging.read_shards)
+merging.read_shards = timed("read", merging.read_shards)  # parsing and checking; reading the files is read_texts, before it
 merging.write_reports = timed("write", merging.write_reports)
 t0 = time.perf_counter()
 merging.merge(paths, out)

@@ -337,16 +337,18 @@ def console() -> NoReturn:
     written and closed and every child process joined; only the output streams are left to flush.
     """
     code = main(hold=True)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a reader that went away: what it missed is lost either way
-        pass
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with the descriptor closed (`envelope-ci ... >&-`)
+            continue
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, or a stream closed: what it missed is lost either way
+            pass
     os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None, hold: bool = False) -> int:
-    """Entry point of the console script; returns the exit code.
+    """The command line in-process (``console`` is the console script's entry); returns the exit code.
 
     The signal handlers go in first, before argument parsing and the heavy imports: a SIGTERM
     then (a cancelled CI job) stops the run politely, with reports, instead of killing it.

@@ -16,7 +16,7 @@ from .formats.registry import write_reports
 from .model import VERDICT_EXIT, Detail
 from .parallel import forks, in_background
 from .report.build import merged_report
-from .report.merge import read_shards, rows_in_suite_order
+from .report.merge import ReportText, read_shards, read_texts, rows_in_suite_order
 from .report.model import dump_report
 from .report.notes import run_notes
 from .result import RunResult, cyclic_gc_paused
@@ -28,14 +28,15 @@ CASES_TABLE_EARLY_BYTES = 8_000_000
 def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> RunResult:
     """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written under ``out_dir``.
 
-    Reading and judging use one core. For big reports a forked child meanwhile reads them too and
+    Reading and judging use one core. For big reports a forked child meanwhile parses them too and
     makes report.md's table of every case, which needs no gate: it comes back as one text, where
     rows would come back pickled at about the cost of reading them. That was the longest render
     of the merge, after the judging (a 4 x 25k merge: 0.7-1.2 s of its 1.5 s of writing).
     """
-    early = forks() and sum(path.stat().st_size for path in paths if path.is_file()) >= CASES_TABLE_EARLY_BYTES
-    with cyclic_gc_paused(), in_background(partial(_cases_table, paths), wanted=early) as cases_later:
-        whole = read_shards(paths)
+    reports = read_texts(paths)  # read once: the child parses these, not the files, which --out may be writing over
+    early = forks() and sum(len(text) for _, text in reports) >= CASES_TABLE_EARLY_BYTES
+    with cyclic_gc_paused(), in_background(partial(_cases_table, reports), wanted=early) as cases_later:
+        whole = read_shards(reports)
         analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
         notes = run_notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, whole.shape.unverified)
         report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
@@ -47,6 +48,6 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))
 
 
-def _cases_table(paths: Sequence[Path]) -> list[str]:
+def _cases_table(texts: Sequence[ReportText]) -> list[str]:
     """report.md's table of every case of the whole run, from the shards' rows (in a list: what ``in_background`` hands back)."""
-    return [cases_table(rows_in_suite_order(paths))]
+    return [cases_table(rows_in_suite_order(texts))]

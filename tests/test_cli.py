@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from conftest import (
     EXAMPLES,
     MODEL,
     OTHER_MODEL,
+    REPO_ROOT,
     RIGHT_JSON,
     WRONG_JSON,
     answer_case,
@@ -396,3 +399,10 @@ def test_subprocess_runs_are_hermetic_and_exit_with_the_verdict(tmp_path):
     refused = run_module(["run", make_suite(tmp_path, files={"c.yaml": OK}, name="s2"), "--out", tmp_path / "c",
                           "--lane", "adjudication", "--write-pins"], env={"GITHUB_ACTIONS": "true"})
     assert refused.code == 2 and "refusing to write pins in CI" in refused.err
+
+
+def test_the_command_with_its_output_closed_still_exits_as_it_should(tmp_path):
+    """``console`` flushes the streams before it leaves at once: one closed (``>&-``) is no error, and the exit code stands."""
+    done = subprocess.run(["sh", "-c", f'"{sys.executable}" -m envelope_ci schema report >&-'], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

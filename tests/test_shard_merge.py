@@ -337,6 +337,27 @@ def test_a_row_without_its_place_or_a_place_without_its_row_is_refused(tmp_path,
     refused(tmp_path, [reports[0], dropped, reports[2]], "a row is missing from a report")
 
 
+@pytest.mark.parametrize(("field", "value", "words"), [("position", 1.0, "position in shard.cases is not an integer"),
+                                                       ("temperature", "hot", "temperature in shard.cases is not a number"),
+                                                       ("repeats", ["right", "maybe"], "KeyError: 'maybe'")])
+def test_a_case_place_of_the_wrong_type_is_refused(tmp_path, three_shards, field, value, words):
+    _, reports = three_shards
+    first = next(iter(json.loads(reports[0].read_text("utf-8"))["shard"]["cases"]))
+    bad = edited(reports[0], lambda data: data["shard"]["cases"][first].update({field: value}))
+    refused(tmp_path, [bad, *reports[1:]], "not a readable envelope-ci report.json", words)
+
+
+@pytest.mark.skipif(not forks(), reason="the cases table is made on another core only where a child can be forked")
+def test_a_merge_written_over_a_shards_own_report_reads_each_report_once(tmp_path, monkeypatch):
+    """``--out`` a shard's own directory: the child that makes report.md's table parses the texts read before, not the files."""
+    suite, args = busy_pr(tmp_path)
+    _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
+    monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)
+    assert run_cli(["merge", *reports, "--out", reports[0].parent]).code == 1
+    for name in REPORT_FILES:
+        assert (reports[0].parent / name).read_text("utf-8") == (tmp_path / "whole" / name).read_text("utf-8"), name
+
+
 def test_other_fixtures_are_refused(tmp_path, three_shards):
     suite, reports = three_shards
     (suite / "notes.txt").write_text("a file in the fixtures changes their hash", "utf-8")

@@ -82,7 +82,7 @@ class _Places(NamedTuple):
     """What a shard's ``shard.cases`` says of each of its cases besides its row (``ShardCase``), as the merge reads it."""
 
     positions: dict[str, int]  # case id -> its place in the suite
-    repeats: dict[str, tuple[Label, ...]]  # of the cases graded more than once: one repeat's label is its case's
+    repeats: dict[str, tuple[Label, ...]]  # of the cases not graded exactly once: one repeat's label is its case's
     temperatures: dict[str, float]  # of the cases with a temperature of their own
 
 
@@ -95,17 +95,37 @@ def _places_of(cases: Mapping[str, Any]) -> _Places:
     """``shard.cases`` (id -> a ShardCase's JSON) read straight from the JSON data: most cases there say only their place.
 
     Decoding 100,000 ShardCase objects was a sixth of the reading of a 4 x 25k merge. A value of
-    the wrong type is caught where it is used: a place by the check that the places are the
-    suite's, a label by its lookup.
+    the wrong type is a ValueError (the report is not readable): a place that is not an integer,
+    a label not known, a temperature that is not a number.
     """
-    return _Places(
+    places = _Places(
         {case_id: case["position"] for case_id, case in cases.items()},
         {case_id: tuple(_LABELS[label] for label in case["repeats"]) for case_id, case in cases.items() if len(case["repeats"]) != 1},
         {case_id: case["temperature"] for case_id, case in cases.items() if case.get("temperature") is not None},
     )
+    if any(type(place) is not int for place in places.positions.values()):
+        raise ValueError("a case's position in shard.cases is not an integer")
+    if any(type(degrees) not in (int, float) for degrees in places.temperatures.values()):
+        raise ValueError("a case's temperature in shard.cases is not a number")
+    return places
 
 
-def read_shards(paths: Sequence[Path]) -> Whole:
+# A shard's report.json as read: where it is, and its text.
+ReportText = tuple[Path, str]
+
+
+def read_texts(paths: Sequence[Path]) -> list[ReportText]:
+    """Each report.json's text, read once: whatever else reads the reports reads these, so all see the same bytes."""
+    texts = []
+    for path in map(Path, paths):
+        try:
+            texts.append((path, path.read_text("utf-8")))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
+    return texts
+
+
+def read_shards(texts: Sequence[ReportText]) -> Whole:
     """Every shard's report of one run as the whole run; UsageError (exit 2) naming each reason they cannot be merged.
 
     Each case was judged once, by its shard, and its row says all of that but its gate. What
@@ -114,17 +134,16 @@ def read_shards(paths: Sequence[Path]) -> Whole:
     and the pins (fixture changes, base-diff removals, lowered pins) every shard computed in
     full: the marks checked here make sure they agree.
     """
-    shards = sorted((_read(Path(p)) for p in paths), key=lambda s: s.info.index)
+    shards = sorted((_read(path, text) for path, text in texts), key=lambda s: s.info.index)
     problems = refusals(shards)
     if problems:
         raise UsageError([Problem("", None, None, p) for p in problems])
     return _whole(shards)
 
 
-def _read(path: Path, with_texts: bool = True) -> _Shard:
+def _read(path: Path, text: str, with_texts: bool = True) -> _Shard:
     """One shard's report.json, or why it is not one (``with_texts``: its rows' texts too, when it has them)."""
     try:
-        text = path.read_text("utf-8")
         data = json.loads(text)
         ours = isinstance(data, dict) and data.get("report_version") == REPORT_VERSION
         shard = data.get("shard") if ours else None
@@ -133,7 +152,7 @@ def _read(path: Path, with_texts: bool = True) -> _Shard:
                              f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each run --shard I/N")
         places = _places_of(shard.pop("cases"))
         report = Report.from_json({**data, "shard": {**shard, "cases": {}}})
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
     assert report.shard is not None  # given above
     texts = row_texts_of(text, report.cases) if with_texts and report.shard.tool_version == __version__ else None
@@ -230,13 +249,13 @@ def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
     return filled
 
 
-def rows_in_suite_order(paths: Sequence[Path]) -> list[CaseRow]:
+def rows_in_suite_order(texts: Sequence[ReportText]) -> list[CaseRow]:
     """Every shard's rows in the suite's order, neither checked nor judged: for output that needs the rows alone.
 
     ``read_shards`` is the merge, and checks what this takes for granted; a merge reads the
-    reports again this way on another core for report.md's cases table, which no gate changes.
+    reports' texts again this way on another core for report.md's cases table, which no gate changes.
     """
-    shards = [_read(Path(p), with_texts=False) for p in paths]
+    shards = [_read(path, text, with_texts=False) for path, text in texts]
     placed: list[CaseRow | None] = [None] * shards[0].info.suite_cases
     for s in shards:
         for row in s.report.cases:
@@ -281,7 +300,10 @@ def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
     first = shards[0].report
     if first.base is None:
         return None
-    placed = sorted((s.places.positions[row.id], row) for s in shards if s.report.base for row in s.report.base.diff[:len(s.report.cases)])
+    own = [(s.places.positions.get(row.id), row) for s in shards if s.report.base for row in s.report.base.diff[:len(s.report.cases)]]
+    if any(place is None for place, _ in own):
+        raise UsageError("a shard's base-branch diff has a row for a case that is not the shard's: not a report as a shard wrote it")
+    placed = sorted(own, key=operator.itemgetter(0))
     return replace(first.base, diff=(*(row for _, row in placed), *first.base.diff[len(first.cases):]))
 
 

@@ -44,7 +44,7 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
         made: dict[str, Callable[[], str]] = {JSON.name: partial(dump_report, report, texts)}
         if early:  # asked for once report.json is written: the child has had that long too
-            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, cases=cases_later()[0])
+            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, full_table=cases_later()[0])
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))
 
 

@@ -128,7 +128,7 @@ def test_a_big_merge_makes_the_cases_table_while_it_reads_and_writes_what_the_un
     monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)  # as big as 100k cases
     given: list[str | None] = []
     render = merging.render_markdown
-    monkeypatch.setattr(merging, "render_markdown", lambda *a, **k: given.append(k.get("cases")) or render(*a, **k))
+    monkeypatch.setattr(merging, "render_markdown", lambda *a, **k: given.append(k.get("full_table")) or render(*a, **k))
     assert merge(tmp_path, reports).code == 1
     assert len(given) == 1 and given[0] and given[0].startswith("| case") and "| m-3 " in given[0]
     for name in REPORT_FILES:

@@ -511,10 +511,10 @@ def _case_line(c: CaseRow, streamed: bool, stratum: Callable[[str], str]) -> str
             f"{pin_ms} | {c.attempts} | {_OUTCOME_WORDS[c.outcome]} |")
 
 
-def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None, cases: str | None = None) -> str:
+def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None, full_table: str | None = None) -> str:
     """The report as Markdown. ``detail``: full (report.md), collapsed or failing (the comment's levels).
 
-    ``cases``: the table of every case (``cases_table``) when it was made already.
+    ``full_table``: the table of every case (``cases_table``) when it was made already.
     """
     detail = Detail(detail)
     parts: list[str] = []
@@ -531,5 +531,5 @@ def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | N
     parts += fixtures_section(report, detail)
     parts += pins_update_section(report, detail)
     parts += base_section(report, detail)
-    parts += cases_section(report, detail, cases)
+    parts += cases_section(report, detail, full_table)
     return "\n".join(parts).rstrip() + "\n"

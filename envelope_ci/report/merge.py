@@ -6,13 +6,14 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .. import __version__
 from ..analysis.analyse import RunShape
 from ..analysis.cases import lost_repeats_of
 from ..errors import Problem, UsageError
 from ..model import Channel, Fingerprint, Gate, Label, Lane, Outcome, Pin
+from .codec import from_json
 from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardInfo, row_texts_of
 
 
@@ -86,9 +87,7 @@ class _Places(NamedTuple):
     temperatures: dict[str, float]  # of the cases with a temperature of their own
 
 
-_LABELS = {label.value: label for label in Label}
 _ONE_REPEAT = {label: (label,) for label in Label}
-_TRANSPORT = frozenset(label for label in Label if label.is_transport)
 
 
 def _places_of(cases: Mapping[str, Any]) -> _Places:
@@ -100,7 +99,7 @@ def _places_of(cases: Mapping[str, Any]) -> _Places:
     """
     places = _Places(
         {case_id: case["position"] for case_id, case in cases.items()},
-        {case_id: tuple(_LABELS[label] for label in case["repeats"]) for case_id, case in cases.items() if len(case["repeats"]) != 1},
+        {case_id: from_json(tuple[Label, ...], case["repeats"]) for case_id, case in cases.items() if len(case["repeats"]) != 1},
         {case_id: case["temperature"] for case_id, case in cases.items() if case.get("temperature") is not None},
     )
     if any(type(place) is not int for place in places.positions.values()):
@@ -221,28 +220,29 @@ def _twice(shards: Sequence[_Shard]) -> str:
     return f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"
 
 
-# One row at its place in the suite, with its text, its result and its gate as its shard wrote it (a plain tuple: one per case).
+# What is put at a row's place in the suite (``_in_suite_order``): made from the row, its text and its shard's places.
+Placed = TypeVar("Placed")
+
+# A row at its place, for the merge: with its text, its result and its gate as its shard wrote it (a plain tuple: one per case).
 _Placed = tuple[CaseRow, str | None, RowResult, Gate]
 
 
-def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
-    """Every shard's rows at their places in the suite, each with its text and its result for the whole run's analysis.
+def _in_suite_order(shards: Sequence[_Shard], place: Callable[[CaseRow, str | None, _Places], Placed]) -> list[Placed]:
+    """What ``place`` makes of every shard's row, at the row's place in the suite.
 
     The places are 0 to N-1, each once (``refusals``): each row is put at its own, no sort. A
     row its shard's ``cases`` does not place, or a place no row fills, is a report edited by hand.
     One pass: on a 100k-case merge each pass over the rows cost 0.1-0.2 s, most of it waiting on
     memory (the rows are spread over the heap).
     """
-    result_of = _results(shards[0].info.fingerprint)
-    placed: list[_Placed | None] = [None] * shards[0].info.suite_cases
+    placed: list[Placed | None] = [None] * shards[0].info.suite_cases
     for s in shards:
-        positions, repeats, temperatures = s.places
+        positions = s.places.positions
         for row, text in zip(s.report.cases, s.row_texts or _unknown(s), strict=True):
-            case_id = row.id
-            position = positions.get(case_id)
+            position = positions.get(row.id)
             if position is None:
-                raise UsageError(f"{s.path}: case {case_id!r} has a row but no place in the shard's \"cases\": not a report as a shard wrote it")
-            placed[position] = (row, text, result_of(row, repeats.get(case_id), temperatures.get(case_id)), row.gate)
+                raise UsageError(f"{s.path}: case {row.id!r} has a row but no place in the shard's \"cases\": not a report as a shard wrote it")
+            placed[position] = place(row, text, s.places)
     filled = [each for each in placed if each is not None]
     if len(filled) != len(placed):
         raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): a row is missing from a report")
@@ -250,22 +250,21 @@ def _in_suite_order(shards: Sequence[_Shard]) -> list[_Placed]:
 
 
 def rows_in_suite_order(texts: Sequence[ReportText]) -> list[CaseRow]:
-    """Every shard's rows in the suite's order, neither checked nor judged: for output that needs the rows alone.
+    """Every shard's rows in the suite's order, not judged: for output that needs the rows alone.
 
-    ``read_shards`` is the merge, and checks what this takes for granted; a merge reads the
+    ``read_shards`` is the merge, and checks the marks this takes for granted; a merge reads the
     reports' texts again this way on another core for report.md's cases table, which no gate changes.
     """
-    shards = [_read(path, text, with_texts=False) for path, text in texts]
-    placed: list[CaseRow | None] = [None] * shards[0].info.suite_cases
-    for s in shards:
-        for row in s.report.cases:
-            placed[s.places.positions[row.id]] = row
-    return [row for row in placed if row is not None]
+    return _in_suite_order([_read(path, text, with_texts=False) for path, text in texts], _row_alone)
+
+
+def _row_alone(row: CaseRow, text: str | None, places: _Places) -> CaseRow:
+    return row
 
 
 def _whole(shards: Sequence[_Shard]) -> Whole:
     first = shards[0]
-    in_order = _in_suite_order(shards)
+    in_order = _in_suite_order(shards, _placing(first.info.fingerprint))
     rows, texts, results, gates = (tuple(column) for column in zip(*in_order, strict=True)) if in_order else ((), (), (), ())
     stale = {k: v for s in shards for k, v in s.info.stale.items()}
     unverified = {u for s in shards for u in s.info.unverified}
@@ -307,11 +306,13 @@ def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
     return replace(first.base, diff=(*(row for _, row in placed), *first.base.diff[len(first.cases):]))
 
 
-def _results(declared: Fingerprint) -> Callable[[CaseRow, tuple[Label, ...] | None, float | None], RowResult]:
-    """A case's result as its shard judged it, from its row, its repeats' labels (None: one) and its own temperature (None: the run's).
+def _placing(declared: Fingerprint) -> Callable[[CaseRow, str | None, _Places], _Placed]:
+    """A row at its place for the merge: the row, its text, its result as its shard judged it, and its gate.
 
-    Most cases share their fingerprint with many others: each distinct one (immutable) is built
-    once and shared, not once per case of a 100k-case merge.
+    The result is made from the row, and from its shard's places its repeats' labels (where it
+    had other than one) and its own temperature. Most cases share their fingerprint with many
+    others: each distinct one (immutable) is built once and shared, not once per case of a
+    100k-case merge.
     """
     fingerprints: dict[tuple[str | None, float | None], Fingerprint] = {}
     made = RowResult._make
@@ -321,12 +322,14 @@ def _results(declared: Fingerprint) -> Callable[[CaseRow, tuple[Label, ...] | No
             declared.lane, declared.endpoint_class, model_id, declared.temperature if temperature is None else temperature, declared.grader_version)
         return built
 
-    def result_of(row: CaseRow, repeats: tuple[Label, ...] | None, temperature: float | None) -> RowResult:
-        label = row.label
-        return made((*_JUDGED_OF_ROW(row), fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
-                     repeats or _ONE_REPEAT[label], label not in _TRANSPORT))
+    def place(row: CaseRow, text: str | None, places: _Places) -> _Placed:
+        case_id, label = row.id, row.label
+        temperature = places.temperatures.get(case_id)
+        result = made((*_JUDGED_OF_ROW(row), fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
+                       places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport))
+        return row, text, result, row.gate
 
-    return result_of
+    return place
 
 
 # A RowResult's fields up to ``comparable`` are its row's fields of the same names: read off the row in one C call.

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Any
 
+from .frozen import quick_init
+
 if TYPE_CHECKING:
     from .grading.assertions.base import Expectation
 
@@ -143,6 +145,7 @@ UNSTRATIFIED = Stratum("unstratified", floor="easy_floor", floor_alert="easy_reg
 STRATA = tuple(s.name for s in STRATA_SPEC)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Case:
     """One golden case as loaded from a fixture file (validated already).
@@ -183,6 +186,7 @@ class Case:
         return min(budgets) if budgets else None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """What one attempt brought back, as recorded: the raw material of a grade.
@@ -206,6 +210,7 @@ class Envelope:
     judgements: Mapping[str, Envelope] = field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Grade:
     """The classifier's verdict on one envelope, with what it read to get there."""

@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+from ..frozen import quick_init
 from ..model import Case, Channel, Fingerprint, Grade, Label, Outcome, Pin, Thresholds
 from .channels import Measure, channel_for
 
 _SEVERITY = [Label.TRUNCATED, Label.SCHEMA, Label.WRONG, Label.RIGHT]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class CaseResult:
     """One case, graded over its repeats and judged against its pin."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frozen import quick_init
 from ..model import Channel, Label, Pin, Thresholds
 
 _LABEL_CHANNEL = {
@@ -14,6 +15,7 @@ _LABEL_CHANNEL = {
 }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Measure:
     """A case's envelope figures, aggregated over its delivered repeats."""

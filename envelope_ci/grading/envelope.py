@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from ..frozen import quick_init
 from ..model import Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
@@ -30,6 +31,7 @@ STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it 
 _CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Judgement:
     """What the envelope alone says: a transport or truncation label, or None (grade the answer)."""

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from ..errors import Problem, UsageError
+from ..frozen import quick_init
 from .files import read_text
 
 MAX_YAML_ALIASES = 100
@@ -30,6 +31,7 @@ MAX_ALIAS_BYTES = 16 * 2**20
 NODE_BYTES = 64
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class RawCase:
     """A case as found in a file (its file's defaults applied), before validation.

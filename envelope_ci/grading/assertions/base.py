@@ -13,6 +13,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...frozen import quick_init
+
 if TYPE_CHECKING:
     from ..rubric import Verdict
 
@@ -25,6 +27,7 @@ class Failure(str, Enum):
     SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The answer as assertions see it: the text, and the parsed JSON when the case wants JSON."""
@@ -82,6 +85,7 @@ class AssertionType:
     heavy: bool = False
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Expectation:
     """One assertion of one case, as loaded: its type, prepared value and whether negated."""

@@ -1,0 +1,56 @@
+"""``quick_init``: a frozen, slotted dataclass built at the speed of a mutable one.
+
+A frozen dataclass's ``__init__`` stores each field with ``object.__setattr__(self, name,
+value)``, a generic call that makes an argument tuple and looks the attribute up again: a
+15-field ``Case`` took 2.9 us that way against 0.5 us for the same class unfrozen. A 100,000-case
+run makes about a million of these objects (raw cases, their assertions, cases, answers,
+grades, measures, results): about 2.5 s of its one busy core.
+
+The ``__init__`` made here stores each field through its slot's own setter, found once: what
+``object.__setattr__`` ends up calling, without the lookup (1.35 us for that ``Case``). The
+signature, the defaults and the default factories are the dataclass's; the class stays frozen
+(its ``__setattr__`` still refuses), and ``dataclasses.replace`` and pickling go through it as
+before. Only classes this can copy exactly are taken: slotted, no ``__post_init__``, every
+field an ``__init__`` parameter, positional.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Stands for "not given" where a field's default is made by its factory (dataclasses does the same).
+_FROM_FACTORY = object()
+
+
+def quick_init(cls: type[T]) -> type[T]:
+    """Give ``cls`` (a ``@dataclass(frozen=True, slots=True)``) an ``__init__`` that stores through its slots' setters."""
+    made = vars(cls).get("__init__")
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass, checked below
+    names = [f.name for f in fields]
+    if (not dataclasses.is_dataclass(cls) or "__slots__" not in vars(cls) or hasattr(cls, "__post_init__") or made is None
+            or list(inspect.signature(made).parameters)[1:] != names or any(f.kw_only for f in fields)):
+        raise TypeError(f"quick_init takes a frozen, slotted dataclass whose fields are its positional __init__ parameters, not {cls.__qualname__}")
+    scope: dict[str, Any] = {"_FROM_FACTORY": _FROM_FACTORY}
+    params, lines = [], []
+    for f in fields:
+        scope[f"_set_{f.name}"] = vars(cls)[f.name].__set__  # the slot's member descriptor
+        if f.default is not dataclasses.MISSING:
+            scope[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_FROM_FACTORY")
+            lines.append(f"    if {f.name} is _FROM_FACTORY:\n        {f.name} = _factory_{f.name}()")
+        else:
+            params.append(f.name)
+        lines.append(f"    _set_{f.name}(self, {f.name})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"]) + "\n"
+    exec(compile(source, f"<quick_init of {cls.__qualname__}>", "exec"), scope)  # noqa: S102 - field names are identifiers
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__doc__ = made.__doc__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls

@@ -1,0 +1,113 @@
+"""``frozen.quick_init``: the same object, the same signature and the same refusals as the dataclass's own ``__init__``."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+from typing import Any
+
+import pytest
+
+from envelope_ci.frozen import quick_init
+
+MODULES = ("envelope_ci.model", "envelope_ci.analysis.cases", "envelope_ci.analysis.channels", "envelope_ci.sources.parse",
+           "envelope_ci.grading.assertions.base", "envelope_ci.grading.envelope")
+
+
+def _quick_classes() -> list[type]:
+    found = []
+    for name in MODULES:
+        for value in vars(importlib.import_module(name)).values():
+            if isinstance(value, type) and value.__module__ == name and dataclasses.is_dataclass(value):
+                code = getattr(value.__init__, "__code__", None)
+                if code is not None and code.co_filename.startswith("<quick_init"):
+                    found.append(value)
+    return found
+
+
+QUICK = _quick_classes()
+
+
+def test_the_hot_classes_are_built_quickly() -> None:
+    assert {c.__name__ for c in QUICK} >= {"Case", "Envelope", "Grade", "CaseResult", "Measure", "RawCase", "Answer", "Expectation", "Judgement"}
+
+
+def _plain_twin(cls: type) -> Any:
+    """The same fields as a plain frozen dataclass: the reference ``__init__``."""
+    return dataclasses.make_dataclass(f"Plain{cls.__name__}", [(f.name, Any, _copied(f)) for f in dataclasses.fields(cls)],
+                                      frozen=True, slots=True)
+
+
+def _copied(f: dataclasses.Field[Any]) -> dataclasses.Field[Any]:
+    if f.default is not dataclasses.MISSING:
+        return dataclasses.field(default=f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=f.default_factory)
+    return dataclasses.field()
+
+
+@pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)
+def test_signature_and_values_are_the_dataclasses(cls: type) -> None:
+    twin = _plain_twin(cls)
+    ours, theirs = inspect.signature(cls.__init__).parameters, inspect.signature(twin.__init__).parameters
+    assert list(ours) == list(theirs)
+    for name, param in ours.items():
+        assert param.kind == theirs[name].kind
+        if theirs[name].default is not inspect.Parameter.empty and repr(theirs[name].default) != "<factory>":
+            assert param.default is theirs[name].default
+    fields = dataclasses.fields(cls)
+    required = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    given = {f.name: object() for f in required}
+    made, reference = cls(**given), twin(**given)
+    for f in fields:
+        assert getattr(made, f.name) == getattr(reference, f.name)
+    every = {f.name: object() for f in fields}
+    positional = cls(*every.values())
+    assert all(getattr(positional, name) is value for name, value in every.items())
+
+
+@pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)
+def test_it_stays_frozen_replaceable_and_picklable(cls: type) -> None:
+    fields = dataclasses.fields(cls)
+    made = cls(*(f"v{i}" for i in range(len(fields))))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(made, fields[0].name, "other")
+    changed = dataclasses.replace(made, **{fields[0].name: "other"})
+    assert getattr(changed, fields[0].name) == "other" and getattr(made, fields[0].name) == "v0"
+    assert pickle.loads(pickle.dumps(made)) == made
+
+
+def test_default_factories_make_a_fresh_value_each_time() -> None:
+    from envelope_ci.model import Case
+
+    first, second = Case("a", None, (), "f", 1, "d"), Case("b", None, (), "f", 1, "d")
+    assert first.request == {} and first.request is not second.request
+    given = {"temperature": 0}
+    assert Case("c", None, (), "f", 1, "d", request=given).request is given
+
+
+def test_it_refuses_what_it_cannot_copy_exactly() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class NoSlots:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class AfterInit:
+        a: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class KeywordsOnly:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class NotInInit:
+        a: int
+        b: int = dataclasses.field(default=0, init=False)
+
+    for cls in (NoSlots, AfterInit, KeywordsOnly, NotInInit):
+        with pytest.raises(TypeError, match="quick_init takes"):
+            quick_init(cls)

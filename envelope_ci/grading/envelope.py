@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from ..frozen import quick_init
+from ..frozen import quick_init, sent_as_tuple
 from ..model import Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
@@ -60,6 +60,9 @@ class ReadAhead(NamedTuple):
     reasons: tuple[str, ...]
     reply: Reply | None
     parsed: tuple[Any, ...]
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return sent_as_tuple(self)
 
     @property
     def completion(self) -> None:

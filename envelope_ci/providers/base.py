@@ -7,15 +7,14 @@ stream into the body a non-streamed call would have returned. The grader reads o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from ..frozen import sent_as_tuple
 from ..model import Case
 
 
-@dataclass(frozen=True)
-class Reply:
-    """The parts of a completion body the grader cares about."""
+class Reply(NamedTuple):
+    """The parts of a completion body the grader cares about (a NamedTuple: a replay's are sent from the core that reads them)."""
 
     content: str | None
     tool_calls: tuple[Mapping[str, Any], ...]
@@ -23,6 +22,9 @@ class Reply:
     finish_reason: str | None
     model_id: str | None
     completion_tokens: int | None
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return sent_as_tuple(self)
 
 
 class StreamAssembly(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import jsonschema
 
 from ..errors import Problem, UsageError
+from ..frozen import sent_as_tuple
 from ..grading.envelope import Gradable, ReadAhead, read_ahead
 from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import Case, Envelope
@@ -161,6 +162,9 @@ class ReplayLine(NamedTuple):
     held: str | tuple[ReadAhead, ...]  # its envelopes judged ahead, else its text (a judge's envelope is graded with the case)
     problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
     requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return sent_as_tuple(self)
 
 
 def read_replay(path: Path) -> list[ReplayLine]:

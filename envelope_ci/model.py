@@ -172,12 +172,18 @@ class Case:
     @property
     def wants_json(self) -> bool:
         """A case whose answer must be JSON: one of its assertions needs the parsed answer."""
-        return any(e.kind.needs_json and not e.negated for e in self.expectations)
+        for e in self.expectations:  # a loop, not any() over a generator: asked of every case graded
+            if e.kind.needs_json and not e.negated:
+                return True
+        return False
 
     @property
     def reads_json(self) -> bool:
         """A case with an assertion on the parsed answer, if there is one (``not-is-json`` reads it too)."""
-        return any(e.kind.needs_json for e in self.expectations)
+        for e in self.expectations:
+            if e.kind.needs_json:
+                return True
+        return False
 
     @property
     def max_chars(self) -> int | None:

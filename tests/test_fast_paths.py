@@ -200,3 +200,26 @@ def test_junit_of_any_cases_is_what_element_tree_writes(rows):
                   for i, s, r, p, f, n, ms, g, lab, ch, o in rows)
     report = dataclasses.replace(template, cases=cases)
     assert render_junit(report) == element_tree_junit(report)
+
+
+def test_grading_asks_an_assertion_only_for_the_failures_it_can_give():
+    """``_label`` skips an expectation whose ``kind.judged_as`` lacks the failure asked: it would have answered nothing."""
+    from envelope_ci.grading.assertions.base import Answer, Expectation, Failure
+    from envelope_ci.grading.assertions.registry import assertion_types
+
+    answers = [Answer("hello"), Answer('{"a": 1}', {"a": 1}, True), Answer('{"a"', None, False),
+               Answer("", None, False, ({"type": "function", "function": {"name": "f", "arguments": "{not json"}},))]
+    values = {"is-json": None, "max-chars": 3, "tool-call": [{"name": "f"}], "llm-rubric": None, "python": None}
+    asked = 0
+    for kind in assertion_types().values():
+        assert kind.judged_as == {kind.failure, *([Failure.SCHEMA] if kind.check_shape else [])}
+        if kind.name not in values and kind.prepare is not None:
+            continue  # its value must be prepared from a fixture: covered by its own tests
+        for failure in Failure:
+            if failure in kind.judged_as:
+                continue
+            for answer in answers:
+                for negated in (False, True) if kind.check_not else (False,):
+                    assert Expectation(kind, values.get(kind.name, "x"), negated).failures_as(failure, answer, None) == []
+                    asked += 1
+    assert asked > 50

@@ -46,7 +46,7 @@ def grade(envelope: Gradable, case: Case) -> Grade:
         elapsed_ms=envelope.elapsed_ms,
         ttft_ms=envelope.ttft_ms,
         attempts=envelope.attempts,
-        judge=",".join(sorted({v.judge for v in verdicts.values() if v.judge})) or None,
+        judge=(",".join(sorted({v.judge for v in verdicts.values() if v.judge})) or None) if verdicts else None,
     )
 
 
@@ -79,7 +79,7 @@ def _label(judged: Judgement | ReadAhead, case: Case, verdicts: Mapping[str, Ver
     for failure, label in _SHAPE_THEN_CONTENT:
         if failure is Failure.WRONG and unjudged:
             return Label.DROP, reasons + unjudged, reply
-        failed = [why for e in case.expectations for why in e.failures_as(failure, answer, case)]
+        failed = [why for e in case.expectations if failure in e.kind.judged_as for why in e.failures_as(failure, answer, case)]
         if failed:
             return label, reasons + failed, reply
     return Label.RIGHT, reasons, reply

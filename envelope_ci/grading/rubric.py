@@ -54,7 +54,8 @@ def judge_request(case: Case, rubric: Rubric, answer: str) -> Case:
 
 def verdicts_of(envelope: Gradable, case: Case) -> dict[str, Verdict]:
     """Each rubric's verdict from the judge envelopes the model's envelope carries (rubric text -> Verdict)."""
-    return {r.text: verdict_of(r, envelope.judgements.get(r.text)) for r in rubrics(case)}
+    asked = rubrics(case)
+    return {r.text: verdict_of(r, envelope.judgements.get(r.text)) for r in asked} if asked else {}
 
 
 def verdict_of(rubric: Rubric, env: Envelope | None) -> Verdict:

@@ -83,6 +83,11 @@ class AssertionType:
     entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Its check runs code of unknown cost (a Python grader): grading is then spread over forked workers.
     heavy: bool = False
+    # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a ``check_shape``.
+    judged_as: frozenset[Failure] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "judged_as", frozenset({self.failure, *([Failure.SCHEMA] if self.check_shape else [])}))
 
 
 @quick_init
@@ -106,6 +111,6 @@ class Expectation:
         return self.kind.check_not(answer, self.value, case)
 
     def failures_as(self, failure: Failure, answer: Answer, case: Any) -> list[str]:
-        """Its failures of one kind: grading asks for the shape ones first, then the content ones."""
+        """Its failures of one kind: grading asks for the shape ones first, then the content ones (only those in ``kind.judged_as``)."""
         found = list(self.kind.check_shape(answer, self.value, case)) if failure is Failure.SCHEMA and self.kind.check_shape else []
         return found + list(self.failures(answer, case)) if self.kind.failure is failure else found

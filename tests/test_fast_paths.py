@@ -223,3 +223,26 @@ def test_grading_asks_an_assertion_only_for_the_failures_it_can_give():
                     assert Expectation(kind, values.get(kind.name, "x"), negated).failures_as(failure, answer, None) == []
                     asked += 1
     assert asked > 50
+
+
+@given(labels=st.lists(st.sampled_from(Label), min_size=1, max_size=4))
+def test_a_case_label_is_the_worst_delivered_repeat_one_repeat_or_many(labels):
+    from envelope_ci.analysis.cases import _SEVERITY, case_label
+    from envelope_ci.model import Grade
+
+    grades = [Grade(label, (), None, None, None, 200, None, None, False, None, None, 1) for label in labels]
+    delivered = [label for label in labels if not label.is_transport]
+    assert case_label(grades) is (min(delivered, key=_SEVERITY.index) if delivered else labels[-1])
+
+
+@given(budgets=st.lists(st.tuples(st.integers(0, 500), st.booleans()), max_size=4))
+def test_a_case_budget_is_its_tightest_size_assertion(budgets):
+    from envelope_ci.grading.assertions.base import Expectation
+    from envelope_ci.grading.assertions.registry import assertion_types
+    from envelope_ci.model import Case
+
+    kinds = assertion_types()
+    expectations = tuple(Expectation(kinds["max-chars"], value, negated) for value, negated in budgets) + (Expectation(kinds["contains"], "x"),)
+    case = Case("c", None, (), "f", 1, "d", expectations)
+    kept = [value for value, negated in budgets if not negated]
+    assert case.max_chars == (min(kept) if kept else None)

@@ -135,6 +135,8 @@ def _median_int(values: list[int]) -> int | None:
 
 def case_label(grades: Sequence[Grade]) -> Label:
     """The worst delivered repeat; transport only when nothing was delivered."""
+    if len(grades) == 1:  # the commonest case: its one label, whatever it is
+        return grades[0].label
     delivered = [g.label for g in grades if not g.label.is_transport]
     if delivered:
         return min(delivered, key=_SEVERITY.index)

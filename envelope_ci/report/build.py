@@ -30,7 +30,7 @@ def scrub(value: Any) -> Any:
     if isinstance(value, str):
         return value if value.isascii() else LONE_SURROGATE.sub("\ufffd", value)  # only non-ASCII text can hold one
     if isinstance(value, (list, tuple)):
-        return tuple(scrub(v) for v in value)
+        return tuple(scrub(v) for v in value) if value else ()  # most rows give no reasons
     return value
 
 

@@ -9,11 +9,12 @@ run makes about a million of these objects (raw cases, their assertions, cases, 
 grades, measures, results): about 2.5 s of its one busy core.
 
 The ``__init__`` made here stores each field through its slot's own setter, found once: what
-``object.__setattr__`` ends up calling, without the lookup (1.35 us for that ``Case``). The
-signature, the defaults and the default factories are the dataclass's; the class stays frozen
-(its ``__setattr__`` still refuses), and ``dataclasses.replace`` and pickling go through it as
-before. Only classes this can copy exactly are taken: slotted, no ``__post_init__``, every
-field an ``__init__`` parameter, positional.
+``object.__setattr__`` ends up calling, without the lookup (1.35-1.5 us for that ``Case``). The
+signature (annotations included), the defaults and the default factories are the dataclass's;
+the class stays frozen (its ``__setattr__`` still refuses), ``dataclasses.replace`` goes through
+it, and pickling is untouched (a slotted dataclass is rebuilt by its ``__setstate__``). Only
+classes this can copy exactly are taken: frozen, slotted, no ``__post_init__``, every field its
+own positional ``__init__`` parameter.
 
 ``sent_as_tuple``: a NamedTuple pickled as its class and its values, rebuilt by ``tuple.__new__``
 in C. By default it goes through its own ``__getnewargs__`` and ``__new__``, two Python calls per
@@ -29,18 +30,27 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# Stands for "not given" where a field's default is made by its factory (dataclasses does the same).
-_FROM_FACTORY = object()
+class _Factory:
+    """Stands for "not given" where a field's default is made by its factory, as in dataclasses (and shown the same)."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FROM_FACTORY = _Factory()
 
 
 def quick_init(cls: type[T]) -> type[T]:
     """Give ``cls`` (a ``@dataclass(frozen=True, slots=True)``) an ``__init__`` that stores through its slots' setters."""
+    refused = TypeError(f"quick_init takes a frozen, slotted dataclass whose fields are its own positional __init__ parameters, not {cls.__qualname__}")
+    params_of = getattr(cls, "__dataclass_params__", None)
     made = vars(cls).get("__init__")
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass, checked below
+    if params_of is None or not params_of.frozen or "__slots__" not in vars(cls) or hasattr(cls, "__post_init__") or made is None:
+        raise refused
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass: it has its parameters
     names = [f.name for f in fields]
-    if (not dataclasses.is_dataclass(cls) or "__slots__" not in vars(cls) or hasattr(cls, "__post_init__") or made is None
-            or list(inspect.signature(made).parameters)[1:] != names or any(f.kw_only for f in fields)):
-        raise TypeError(f"quick_init takes a frozen, slotted dataclass whose fields are its positional __init__ parameters, not {cls.__qualname__}")
+    if list(inspect.signature(made).parameters)[1:] != names or any(f.kw_only or f.name not in vars(cls) for f in fields):
+        raise refused  # keyword-only, not in __init__, or a slot of a base class
     scope: dict[str, Any] = {"_FROM_FACTORY": _FROM_FACTORY}
     params, lines = [], []
     for f in fields:
@@ -58,8 +68,8 @@ def quick_init(cls: type[T]) -> type[T]:
     source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"]) + "\n"
     exec(compile(source, f"<quick_init of {cls.__qualname__}>", "exec"), scope)  # noqa: S102 - field names are identifiers
     init = scope["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__doc__ = made.__doc__
+    init.__qualname__, init.__module__ = f"{cls.__qualname__}.__init__", cls.__module__
+    init.__doc__, init.__annotations__ = made.__doc__, dict(made.__annotations__)
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
 

@@ -208,8 +208,8 @@ def _outcome_pickled(fn: Callable[[], list[Any]]) -> list[bytes]:
     try:
         items = fn()
         messages = [*(("part", items[start:start + _CHUNK]) for start in range(0, len(items), _CHUNK)), ("done", None)]
+        return [bytes(ForkingPickler.dumps(message)) for message in messages]
     except UsageError as exc:
-        messages = [("usage", exc.problems)]
-    except BaseException:  # noqa: BLE001 - the parent runs fn again and meets the error itself
-        messages = [("failed", None)]
-    return [bytes(ForkingPickler.dumps(message)) for message in messages]
+        return [bytes(ForkingPickler.dumps(("usage", exc.problems)))]
+    except BaseException:  # noqa: BLE001 - fn failed, or its list will not pickle: the parent runs fn again and meets the error itself
+        return [bytes(ForkingPickler.dumps(("failed", None)))]

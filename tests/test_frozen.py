@@ -39,6 +39,12 @@ def _plain_twin(cls: type) -> Any:
                                       frozen=True, slots=True)
 
 
+def _dataclass_init(cls: type) -> Any:
+    """The ``__init__`` dataclasses made for ``cls``, before ``quick_init`` replaced it: made again on a twin of the same source."""
+    twin = dataclasses.make_dataclass(cls.__name__, [(f.name, f.type, _copied(f)) for f in dataclasses.fields(cls)], frozen=True, slots=True)
+    return twin.__init__
+
+
 def _copied(f: dataclasses.Field[Any]) -> dataclasses.Field[Any]:
     if f.default is not dataclasses.MISSING:
         return dataclasses.field(default=f.default)
@@ -54,8 +60,10 @@ def test_signature_and_values_are_the_dataclasses(cls: type) -> None:
     assert list(ours) == list(theirs)
     for name, param in ours.items():
         assert param.kind == theirs[name].kind
-        if theirs[name].default is not inspect.Parameter.empty and repr(theirs[name].default) != "<factory>":
+        assert repr(param.default) == repr(theirs[name].default)
+        if repr(theirs[name].default) != "<factory>":
             assert param.default is theirs[name].default
+    assert cls.__init__.__annotations__ == _dataclass_init(cls).__annotations__ and cls.__init__.__module__ == cls.__module__
     fields = dataclasses.fields(cls)
     required = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     given = {f.name: object() for f in required}
@@ -108,7 +116,19 @@ def test_it_refuses_what_it_cannot_copy_exactly() -> None:
         a: int
         b: int = dataclasses.field(default=0, init=False)
 
-    for cls in (NoSlots, AfterInit, KeywordsOnly, NotInInit):
+    @dataclasses.dataclass(slots=True)
+    class NotFrozen:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Base:
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Inherits(Base):
+        b: int
+
+    for cls in (NoSlots, AfterInit, KeywordsOnly, NotInInit, NotFrozen, Inherits, int):
         with pytest.raises(TypeError, match="quick_init takes"):
             quick_init(cls)
 
@@ -122,6 +142,7 @@ def test_records_sent_between_processes_come_back_as_they_went() -> None:
     reply = Reply('{"a": 1}', ({"type": "function", "function": {"name": "f"}},), None, "stop", "m", 3)
     ahead = ReadAhead(200, 12.5, None, 1, ("note",), Label.TRUNCATED, ("cut",), reply, ({"a": 1},))
     line = ReplayLine(7, "case-1", (ahead, ahead._replace(reply=None)), None, [{"model": "m"}, None])
+    assert all(type(record).__reduce__(record)[0] is tuple.__new__ for record in (line, ahead, reply))  # rebuilt in C, not by their __new__
     back = pickle.loads(pickle.dumps(line, protocol=pickle.HIGHEST_PROTOCOL))
     assert back == line
     assert type(back) is ReplayLine and type(back.held[0]) is ReadAhead and type(back.held[0].reply) is Reply

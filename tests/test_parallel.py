@@ -47,6 +47,17 @@ def test_a_child_that_fails_otherwise_leaves_the_work_to_this_process():
         assert outcome() == [42]
 
 
+def test_a_list_the_child_cannot_send_is_worked_out_here_instead(capfd):
+    parent = os.getpid()
+
+    def unpicklable_there() -> list[object]:
+        return [lambda: None] if os.getpid() != parent else [7]  # a lambda does not pickle
+
+    with in_background(unpicklable_there) as outcome:
+        assert outcome() == [7]
+    assert "Traceback" not in capfd.readouterr().err  # the child said "failed" and ended quietly
+
+
 def test_an_error_of_the_job_itself_is_met_here_as_itself():
     with in_background(lambda: [1 // 0]) as outcome:
         with pytest.raises(ZeroDivisionError):

@@ -143,7 +143,7 @@ def test_a_big_merge_takes_junit_from_its_shards_rows_unless_the_whole_run_chang
     suite, args = busy_pr(tmp_path) if busy else (pinned_suite(tmp_path), [])
     _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
     monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)
-    rendered: list[object] = []
+    rendered: list[object] = []  # renders in this process: a suite this small is never rendered in a forked child (parallel.MIN_ITEMS)
     render = builtin.render_junit
     monkeypatch.setattr(builtin, "render_junit", lambda report, *a: rendered.append(report) or render(report, *a))
     merge(tmp_path, reports)

@@ -189,8 +189,11 @@ def expectations_of(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expec
     compiled, graders loaded) once; a value that cannot be is a problem on its line."""
     out = []
     for where, e in written:
+        if e.kind.prepare is None or e.value is None:
+            out.append(e)  # nothing to prepare: the assertion as written is the one loaded
+            continue
         try:
-            prepared = e.kind.prepare(e.value, refs.path) if e.kind.prepare is not None and e.value is not None else e.value
+            prepared = e.kind.prepare(e.value, refs.path)
         except UsageError as exc:
             raise UsageError([Problem(raw.file, raw.line_of(where), where, p.message) for p in exc.problems]) from None
         out.append(Expectation(e.kind, prepared, e.negated))

@@ -84,7 +84,7 @@ class AssertionType:
     # Its check runs code of unknown cost (a Python grader): grading is then spread over forked workers.
     heavy: bool = False
     # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a ``check_shape``.
-    judged_as: frozenset[Failure] = field(init=False)
+    judged_as: frozenset[Failure] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "judged_as", frozenset({self.failure, *([Failure.SCHEMA] if self.check_shape else [])}))

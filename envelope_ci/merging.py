@@ -6,12 +6,11 @@ its schemas, the recordings, the transport): that was 0.3 s of a merge's start.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 
 from .analysis.analyse import conclude
-from .formats.builtin import JSON, JUNIT, MARKDOWN
-from .formats.junit import junit_of
+from .formats.builtin import JSON, MARKDOWN
 from .formats.markdown import cases_table, render_markdown
 from .formats.registry import write_reports
 from .model import VERDICT_EXIT, Detail
@@ -30,33 +29,25 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
     """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written under ``out_dir``.
 
     Reading and judging use one core. For big reports a forked child meanwhile parses them too and
-    makes report.md's table of every case, which needs no gate, and junit.xml as the shards' gates
-    have it: each comes back as one text, where rows would come back pickled at about the cost of
-    reading them. Those were the longest renders of the merge, after the judging (a 4 x 25k merge:
-    0.7-1.2 s and 0.6-0.7 s of its 1.5 s of writing). junit.xml is rendered here, as any format,
-    when the whole run changed a row's gate.
+    makes report.md's table of every case, which needs no gate: it comes back as one text, where
+    rows would come back pickled at about the cost of reading them. That was the longest render
+    of the merge, after the judging (a 4 x 25k merge: 0.7-1.2 s of its 1.5 s of writing).
     """
     reports = read_texts(paths)  # read once: the child parses these, not the files, which --out may be writing over
     early = forks() and sum(len(text) for _, text in reports) >= CASES_TABLE_EARLY_BYTES
-    with cyclic_gc_paused(), in_background(partial(_made_early, reports), wanted=early) as made_later:
+    with cyclic_gc_paused(), in_background(partial(_cases_table, reports), wanted=early) as cases_later:
         whole = read_shards(reports)
         analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
         notes = run_notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, whole.shape.unverified)
         report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
         # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
-        kept = [merged is row for row, merged in zip(whole.rows, report.cases, strict=True)]
-        texts = [text if same else None for text, same in zip(whole.row_texts, kept, strict=True)]
+        texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
         made: dict[str, Callable[[], str]] = {JSON.name: partial(dump_report, report, texts)}
         if early:  # asked for once report.json is written: the child has had that long too
-            early_texts = cache(made_later)
-            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, full_table=early_texts()[0])
-            if all(kept):  # no gate changed: the shards' junit.xml is the whole run's
-                made[JUNIT.name] = lambda: early_texts()[1]
+            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, full_table=cases_later()[0])
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))
 
 
-def _made_early(texts: Sequence[ReportText]) -> list[str]:
-    """report.md's table of every case of the whole run and junit.xml with the shards' gates, from their rows (a list: what
-    ``in_background`` hands back)."""
-    rows = rows_in_suite_order(texts)
-    return [cases_table(rows), junit_of(rows)]
+def _cases_table(texts: Sequence[ReportText]) -> list[str]:
+    """report.md's table of every case of the whole run, from the shards' rows (in a list: what ``in_background`` hands back)."""
+    return [cases_table(rows_in_suite_order(texts))]

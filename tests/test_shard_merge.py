@@ -27,7 +27,6 @@ from conftest import (
 )
 
 from envelope_ci import merging
-from envelope_ci.formats import builtin
 from envelope_ci.parallel import forks
 from envelope_ci.report.model import Report, report_schema
 from envelope_ci.shard import parse_shard, shard_numbers
@@ -134,24 +133,6 @@ def test_a_big_merge_makes_the_cases_table_while_it_reads_and_writes_what_the_un
     assert len(given) == 1 and given[0] and given[0].startswith("| case") and "| m-3 " in given[0]
     for name in REPORT_FILES:
         assert (tmp_path / "merged" / name).read_text("utf-8") == (tmp_path / "whole" / name).read_text("utf-8"), name
-
-
-@pytest.mark.skipif(not forks(), reason="junit.xml is made on another core only where a child can be forked")
-@pytest.mark.parametrize("busy", [True, False])
-def test_a_big_merge_takes_junit_from_its_shards_rows_unless_the_whole_run_changed_a_gate(tmp_path, monkeypatch, busy):
-    """The child that reads the shards meanwhile renders junit.xml with their gates: kept only when the whole run changed none."""
-    suite, args = busy_pr(tmp_path) if busy else (pinned_suite(tmp_path), [])
-    _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
-    monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)
-    rendered: list[object] = []  # renders in this process: a suite this small is never rendered in a forked child (parallel.MIN_ITEMS)
-    render = builtin.render_junit
-    monkeypatch.setattr(builtin, "render_junit", lambda report, *a: rendered.append(report) or render(report, *a))
-    merge(tmp_path, reports)
-    shard_gates = {row["id"]: row["gate"] for path in reports for row in json.loads(path.read_text("utf-8"))["cases"]}
-    whole_gates = {row["id"]: row["gate"] for row in json.loads((tmp_path / "whole" / "report.json").read_text("utf-8"))["cases"]}
-    assert (shard_gates != whole_gates) is busy  # the busy PR's easy floor is broken only in the whole run
-    assert len(rendered) == (1 if busy else 0)  # rendered here only when the shards' gates are not the whole run's
-    assert (tmp_path / "merged" / "junit.xml").read_text("utf-8") == (tmp_path / "whole" / "junit.xml").read_text("utf-8")
 
 
 def test_the_merge_writes_each_row_as_its_shard_wrote_it_unless_its_gate_changed(tmp_path):

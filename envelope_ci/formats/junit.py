@@ -12,7 +12,6 @@ serialising it cost seconds, one formatted line per element costs a fraction of 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from functools import cache
 
 from ..model import Gate
@@ -72,11 +71,7 @@ def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
 
 def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     """JUnit XML that Jenkins, GitLab and the common GitHub reporters read."""
-    return junit_of(report.cases, suite)
-
-
-def junit_of(cases: Sequence[CaseRow], suite: str = "envelope-ci") -> str:
-    """``render_junit`` of a report with these cases: it reads nothing else (a merge makes it from its shards' rows)."""
+    cases = report.cases
     kinds = [JUNIT_KIND[c.gate] for c in cases]
     counts = {k: str(kinds.count(k)) for k in ("failure", "error", "skipped")}
     total_s = f"{sum((c.ms or 0.0) for c in cases) / 1000.0:.3f}"

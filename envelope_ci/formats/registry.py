@@ -48,8 +48,8 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
     """Render and write each format under ``out_dir``; rendered side by side for big runs.
 
     ``made`` makes some formats' text another way than their ``render`` (by name): a merge
-    writes report.json from its shards' rows, report.md around a cases table made while it read,
-    and junit.xml as made then too when no gate changed. Those are written one after another in this process while each render runs in a
+    writes report.json from its shards' rows, and report.md around a cases table made while it
+    read. Those are written one after another in this process while each render runs in a
     process of its own: forking a 400 MB merge once more, and its copy-on-write, cost more than
     they do (the three formats of a 100k-case merge: 1.14-1.17 s this way; 1.32-1.38 s with
     each in a process of its own).

@@ -29,6 +29,7 @@ from .parse import NotJSON, json_problem, loads_checked, loads_strict, numbered_
 
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
     """A recorded envelope (fixture ``recorded`` or a recordings line) as plain data."""
+    judgements = data.get("judgements")
     return Envelope(
         http_status=data.get("http_status"),
         elapsed_ms=data.get("elapsed_ms"),
@@ -40,7 +41,7 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         stream_complete=data.get("stream_complete"),
         notes=tuple(data.get("notes") or ()),
         request=request_of(data),
-        judgements={rubric: envelope_from_raw(j) for rubric, j in (data.get("judgements") or {}).items()},
+        judgements={rubric: envelope_from_raw(j) for rubric, j in judgements.items()} if judgements else {},
     )
 
 

@@ -74,13 +74,19 @@ def forks() -> bool:
 
 
 def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) -> None:
-    """Run independent jobs (each writes its own output), in forked children when asked and possible."""
+    """Run independent jobs (each writes its own output), in forked children when asked and possible.
+
+    This process runs the first; the others go to one child per other core, one after another
+    there. A child per job ran three processes on two cores for a 100,000-case run's reports, and
+    the first job, the longest (report.json), waited for a core: 2.2-2.6 s of writing.
+    """
     if not parallel or len(jobs) < 2 or not forks():
-        for job in jobs:
-            job()
+        one_after_another(jobs)()
         return
     ctx = multiprocessing.get_context("fork")
-    children = [ctx.Process(target=_child, args=(job,)) for job in jobs[1:]]
+    rest = jobs[1:]
+    shares = min(len(rest), max(1, (os.cpu_count() or 1) - 1))
+    children = [ctx.Process(target=_child, args=(one_after_another(rest[i::shares]),)) for i in range(shares)]
     with _forking():
         for child in children:
             child.start()
@@ -91,7 +97,17 @@ def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) 
             child.join()
     failed = [child.exitcode for child in children if child.exitcode != 0]
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(children)} parallel jobs failed (exit codes {failed})")
+        raise RuntimeError(f"{len(failed)} of {len(children)} child processes writing in parallel failed (exit codes {failed})")
+
+
+def one_after_another(jobs: Sequence[Callable[[], None]]) -> Callable[[], None]:
+    """The jobs as one, run in turn."""
+
+    def run_each() -> None:
+        for each in jobs:
+            each()
+
+    return run_each
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_ITEMS) -> list[R]:

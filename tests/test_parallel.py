@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envelope_ci.errors import Problem, UsageError
-from envelope_ci.parallel import in_background, parallel_map
+from envelope_ci.parallel import in_background, parallel_map, run_concurrently
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2,
                                 reason="in_background forks only where fork exists and there is a second core")
@@ -187,3 +187,24 @@ def test_a_core_a_background_job_works_on_is_not_given_to_parallel_map(monkeypat
     with in_background(lambda: [time.sleep(3)]):
         assert set(parallel_map(where, items, min_items=2)) == {os.getpid()}  # one core left: all here
     assert set(parallel_map(where, items, min_items=2)) != {os.getpid()}
+
+
+def test_concurrent_jobs_run_once_each_with_a_child_per_other_core(tmp_path):
+    parent = os.getpid()
+
+    def job(name: str):
+        return lambda: (tmp_path / name).write_text(str(os.getpid()), "utf-8")
+
+    run_concurrently([job(f"job-{i}") for i in range(5)])
+    pids = [int((tmp_path / f"job-{i}").read_text("utf-8")) for i in range(5)]
+    assert pids[0] == parent and parent not in pids[1:]  # this process runs the first, children the rest
+    assert len(set(pids[1:])) == min(4, (os.cpu_count() or 1) - 1)  # one child per other core, not one per job
+    assert not multiprocessing.active_children()
+
+
+def test_a_failed_concurrent_job_is_an_error_here(tmp_path):
+    def fails() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(RuntimeError, match="1 of 1 child processes writing in parallel failed"):
+        run_concurrently([lambda: None, lambda: None, fails])

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import atomic
 from ..errors import UsageError
 from ..model import Detail
-from ..parallel import MIN_ITEMS, run_concurrently
+from ..parallel import MIN_ITEMS, one_after_another, run_concurrently
 from ..plugins import load_plugins
 from ..report.model import Report
 from . import builtin
@@ -49,9 +49,9 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
 
     ``made`` makes some formats' text another way than their ``render`` (by name): a merge
     writes report.json from its shards' rows, and report.md around a cases table made while it
-    read. Those are written one after another in this process while each render runs in a
-    process of its own: forking a 400 MB merge once more, and its copy-on-write, cost more than
-    they do (the three formats of a 100k-case merge: 1.14-1.17 s this way; 1.32-1.38 s with
+    read. Those are written one after another in this process while the renders run in another
+    (``run_concurrently``): forking a 400 MB merge once more, and its copy-on-write, cost more
+    than they do (the three formats of a 100k-case merge: 1.14-1.17 s this way; 1.32-1.38 s with
     each in a process of its own).
     """
     formats = chosen(extra)
@@ -68,13 +68,6 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
 
     cheap = [job(fmt) for fmt in formats if fmt.name in others]
     rendered = [job(fmt) for fmt in formats if fmt.name not in others]
-    run_concurrently([_one_after_another(cheap), *rendered] if cheap else rendered, parallel=len(report.cases) >= MIN_ITEMS)
+    run_concurrently([one_after_another(cheap), *rendered] if cheap else rendered, parallel=len(report.cases) >= MIN_ITEMS)
     return tuple(out_dir / fmt.filename for fmt in formats)
 
-
-def _one_after_another(jobs: Sequence[Callable[[], None]]) -> Callable[[], None]:
-    def run_each() -> None:
-        for each in jobs:
-            each()
-
-    return run_each

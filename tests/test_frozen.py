@@ -95,42 +95,24 @@ def test_default_factories_make_a_fresh_value_each_time() -> None:
     assert Case("c", None, (), "f", 1, "d", request=given).request is given
 
 
-def test_it_refuses_what_it_cannot_copy_exactly() -> None:
-    @dataclasses.dataclass(frozen=True)
-    class NoSlots:
-        a: int
+_BASE = dataclasses.make_dataclass("Base", [("a", int)], frozen=True, slots=True)
+REFUSED: dict[str, Any] = {
+    "not slotted": dataclasses.make_dataclass("NoSlots", [("a", int)], frozen=True),
+    "not frozen": dataclasses.make_dataclass("NotFrozen", [("a", int)], slots=True),
+    "a __post_init__": dataclasses.make_dataclass("AfterInit", [("a", int)], namespace={"__post_init__": lambda self: None},
+                                                  frozen=True, slots=True),
+    "keyword-only": dataclasses.make_dataclass("KeywordsOnly", [("a", int)], frozen=True, slots=True, kw_only=True),
+    "a field not in __init__": dataclasses.make_dataclass("NotInInit", [("a", int), ("b", int, dataclasses.field(default=0, init=False))],
+                                                          frozen=True, slots=True),
+    "a base class's slot": dataclasses.make_dataclass("Inherits", [("b", int)], bases=(_BASE,), frozen=True, slots=True),
+    "not a dataclass": int,
+}
 
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class AfterInit:
-        a: int
 
-        def __post_init__(self) -> None:
-            pass
-
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class KeywordsOnly:
-        a: int
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class NotInInit:
-        a: int
-        b: int = dataclasses.field(default=0, init=False)
-
-    @dataclasses.dataclass(slots=True)
-    class NotFrozen:
-        a: int
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Base:
-        a: int
-
-    @dataclasses.dataclass(frozen=True, slots=True)
-    class Inherits(Base):
-        b: int
-
-    for cls in (NoSlots, AfterInit, KeywordsOnly, NotInInit, NotFrozen, Inherits, int):
-        with pytest.raises(TypeError, match="quick_init takes"):
-            quick_init(cls)
+@pytest.mark.parametrize("why", list(REFUSED))
+def test_it_refuses_what_it_cannot_copy_exactly(why: str) -> None:
+    with pytest.raises(TypeError, match="quick_init takes"):
+        quick_init(REFUSED[why])
 
 
 def test_records_sent_between_processes_come_back_as_they_went() -> None:

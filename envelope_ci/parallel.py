@@ -158,9 +158,9 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True) -> Iterator[Ca
     small: a child forked later copies every page whose objects it touches (their reference
     counts change), which costs about what it saves (grading 100,000 cases in two forks spent
     1.3-1.8x the CPU per case). The child pickles the list in chunks as soon as it has it, and
-    this process unpickles them one by one. A UsageError in the child is raised by the call with its problems; any other
-    failure runs ``fn`` again in this process, so that its error is the real one. A child
-    still working when the block ends (the run failed first) is stopped.
+    this process unpickles them one by one. A UsageError in the child is raised by the call
+    with its problems; any other failure runs ``fn`` again in this process, so that its error is
+    the real one. A child still working when the block ends (the run failed first) is stopped.
     """
     if not wanted or not forks():
         yield fn

@@ -34,15 +34,9 @@ def test_the_hot_classes_are_built_quickly() -> None:
 
 
 def _plain_twin(cls: type) -> Any:
-    """The same fields as a plain frozen dataclass: the reference ``__init__``."""
-    return dataclasses.make_dataclass(f"Plain{cls.__name__}", [(f.name, Any, _copied(f)) for f in dataclasses.fields(cls)],
+    """The same fields (types, defaults, factories) as a plain frozen dataclass: the ``__init__`` dataclasses made before ``quick_init``."""
+    return dataclasses.make_dataclass(f"Plain{cls.__name__}", [(f.name, f.type, _copied(f)) for f in dataclasses.fields(cls)],
                                       frozen=True, slots=True)
-
-
-def _dataclass_init(cls: type) -> Any:
-    """The ``__init__`` dataclasses made for ``cls``, before ``quick_init`` replaced it: made again on a twin of the same source."""
-    twin = dataclasses.make_dataclass(cls.__name__, [(f.name, f.type, _copied(f)) for f in dataclasses.fields(cls)], frozen=True, slots=True)
-    return twin.__init__
 
 
 def _copied(f: dataclasses.Field[Any]) -> dataclasses.Field[Any]:
@@ -63,7 +57,7 @@ def test_signature_and_values_are_the_dataclasses(cls: type) -> None:
         assert repr(param.default) == repr(theirs[name].default)
         if repr(theirs[name].default) != "<factory>":
             assert param.default is theirs[name].default
-    assert cls.__init__.__annotations__ == _dataclass_init(cls).__annotations__ and cls.__init__.__module__ == cls.__module__
+    assert cls.__init__.__annotations__ == twin.__init__.__annotations__ and cls.__init__.__module__ == cls.__module__
     fields = dataclasses.fields(cls)
     required = [f for f in fields if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     given = {f.name: object() for f in required}

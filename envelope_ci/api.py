@@ -31,7 +31,7 @@ from .report.build import base_diff_rows, build_report, scrub
 from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
 from .report.notes import run_notes
 from .report.shard_info import ShardRun, shard_info
-from .result import RunResult, cyclic_gc_paused
+from .result import RunResult, cyclic_gc_paused, hold_to_exit
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
@@ -151,8 +151,7 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     watch = watch or Watch()
     with cyclic_gc_paused(), _reading_replay(config) as replay_lines:
         judged = _run(config, base, fetch, watch, started_at, replay_lines)
-        # Written once the run's cases, grades and analysis are let go and only the report is left:
-        # the writers' text then reuses some of their memory (a 100,000-case run's peak was 27 MB higher).
+        # Written once the run's cases, grades and analysis are let go (or held to the exit: ``hold_to_exit``).
         watch.phase("writing the reports")
         return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
 
@@ -263,6 +262,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
     recordings = check_recordings(cases, gathered.requests, config.temperature) if not config.base_url else Staleness({}, ())
     # The bodies are the bulk of a big replay's memory; grades keep what is needed.
+    hold_to_exit(gathered.envelopes)
     gathered = replace(gathered, envelopes={})
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
                      _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
@@ -294,6 +294,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
+    hold_to_exit(suite, cases, grades, graded, analysis)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], (), pins_written)
 
 

@@ -8,16 +8,22 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 
 def write_text(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) atomically."""
+    write_parts(path, (text,))
+
+
+def write_parts(path: Path, parts: Iterable[str]) -> None:
+    """Replace ``path`` with the text of ``parts`` (UTF-8) atomically, each part written as it comes: the text is never whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.writelines(parts)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(temp, path)

@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -233,11 +234,13 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .api import read_base_pins
+    from .result import hold_to_exit
     from .supervise import RanOutOfTime, run
 
     config = config_from_args(args)
     try:
-        result = _held(run(config, read_base_pins(args.base_pins) if args.base_pins else None))
+        result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
+        hold_to_exit(result)
     except RanOutOfTime as exc:
         print(one_line(f"envelope-ci: {exc}"), file=sys.stderr)
         return int(ExitCode.INCONCLUSIVE)
@@ -249,8 +252,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from .merging import merge
+    from .result import hold_to_exit
 
-    result = _held(merge(args.reports, args.out, tuple(args.formats)))
+    result = merge(args.reports, args.out, tuple(args.formats))
+    hold_to_exit(result)
     _print_result(result, args.quiet)
     return int(result.exit_code)
 
@@ -319,21 +324,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return int(ExitCode.PASS)
 
 
-# What the command made, held until ``main`` returns, or until the process ends under ``console``.
-_HELD: list[RunResult] = []
-
-
-def _held(result: RunResult) -> RunResult:
-    _HELD.append(result)
-    return result
-
-
 def console() -> NoReturn:
     """The ``envelope-ci`` command (and ``python -m envelope_ci``): ``main``, then leave at once.
 
     A 100,000-case run or merge ends holding half a gigabyte of small objects: the interpreter
     freed them one by one as the command returned and at its exit, 0.5-0.8 s after the last
-    report was written; the OS frees them at once. By the time ``main`` returns every file is
+    report was written; the OS frees them at once. What the run was done with before it wrote
+    its reports is held too (``result.holding_to_exit``). By the time ``main`` returns every file is
     written and closed and every child process joined; only the output streams are left to flush.
     """
     code = main(hold=True)
@@ -352,15 +349,17 @@ def main(argv: Sequence[str] | None = None, hold: bool = False) -> int:
 
     The signal handlers go in first, before argument parsing and the heavy imports: a SIGTERM
     then (a cancelled CI job) stops the run politely, with reports, instead of killing it.
-    ``hold``: keep the command's result after returning (``console`` leaves it to the OS to free).
+    ``hold``: keep what the command made and was done with after returning (``console`` leaves it to the OS to free).
     """
     STOP.clear()  # one process may run several commands (tests, the Action)
-    try:
-        with Interrupts(STOP):
-            return _main(argv)
-    finally:
-        if not hold:
-            _HELD.clear()
+    with Interrupts(STOP), (_holding_to_exit() if hold else nullcontext()):
+        return _main(argv)
+
+
+def _holding_to_exit() -> AbstractContextManager[None]:
+    from .result import holding_to_exit  # not for every command: it imports the report's model
+
+    return holding_to_exit()
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -5,7 +5,7 @@ its schemas, the recordings, the transport): that was 0.3 s of a merge's start.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from .model import VERDICT_EXIT, Detail
 from .parallel import forks, in_background
 from .report.build import merged_report
 from .report.merge import ReportText, read_shards, read_texts, rows_in_suite_order
-from .report.model import dump_report
+from .report.model import report_parts
 from .report.notes import run_notes
 from .result import RunResult, cyclic_gc_paused
 
@@ -42,9 +42,9 @@ def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> 
         report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
         # A row whose gate the whole run did not change is the same object, and its shard's text is its text.
         texts = [text if merged is row else None for text, row, merged in zip(whole.row_texts, whole.rows, report.cases, strict=True)]
-        made: dict[str, Callable[[], str]] = {JSON.name: partial(dump_report, report, texts)}
+        made: dict[str, Callable[[], Iterable[str]]] = {JSON.name: partial(report_parts, report, texts)}
         if early:  # asked for once report.json is written: the child has had that long too
-            made[MARKDOWN.name] = lambda: render_markdown(report, Detail.FULL, full_table=cases_later()[0])
+            made[MARKDOWN.name] = lambda: (render_markdown(report, Detail.FULL, full_table=cases_later()[0]),)
         return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats, made))
 
 

@@ -6,13 +6,14 @@ listed in ``registry.BUILTIN``; third parties register theirs under the entry-po
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model import Detail
 from ..report.model import Report
 
 Render = Callable[[Report, Detail], str]
+Parts = Callable[[Report, Detail], Iterable[str]]
 
 
 @dataclass(frozen=True)
@@ -23,3 +24,10 @@ class ReportFormat:
     filename: str
     render: Render
     description: str = ""
+    # ``render``'s text in parts, made as they are written: a format whose text grows with the cases
+    # need never hold it whole (report.json of 100,000 cases: 48 MB, and as much again encoded).
+    parts: Parts | None = None
+
+    def text_parts(self, report: Report, detail: Detail) -> Iterable[str]:
+        """The text to write, in parts when the format makes them, else ``render``'s whole."""
+        return self.parts(report, detail) if self.parts is not None else (self.render(report, detail),)

@@ -12,6 +12,7 @@ serialising it cost seconds, one formatted line per element costs a fraction of 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 
 from ..model import Gate
@@ -71,6 +72,11 @@ def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
 
 def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     """JUnit XML that Jenkins, GitLab and the common GitHub reporters read."""
+    return "".join(junit_parts(report, suite))
+
+
+def junit_parts(report: Report, suite: str = "envelope-ci") -> Iterator[str]:
+    """``render_junit``'s text in parts, a testcase each, made as they are asked for: written as they come, no text is ever whole."""
     cases = report.cases
     kinds = [JUNIT_KIND[c.gate] for c in cases]
     counts = {k: str(kinds.count(k)) for k in ("failure", "error", "skipped")}
@@ -78,9 +84,15 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
     head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
+    yield f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  '
+    if not cases:
+        yield f"<testsuite{head} />\n</testsuites>\n"
+        return
+    yield f"<testsuite{head}>"
     # Each stratum's classname (by the field: its row name is a property) and each file's attribute escaped once, as the cases come.
     classname = cache(lambda stratum: _value(f"{suite}.{stratum_name(stratum)}"))
     place = cache(lambda file: f' file="{_value(clean(file))}"' if file else "")
-    body = "\n    ".join(_testcase(c, kind, classname(c.stratum), place(c.file)) for c, kind in zip(cases, kinds, strict=True))
-    testsuite = f"<testsuite{head}>\n    {body}\n  </testsuite>" if cases else f"<testsuite{head} />"
-    return f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  {testsuite}\n</testsuites>\n'
+    for c, kind in zip(cases, kinds, strict=True):
+        yield "\n    "
+        yield _testcase(c, kind, classname(c.stratum), place(c.file))
+    yield "\n  </testsuite>\n</testsuites>\n"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache, partial
 from operator import attrgetter
 from typing import Any
@@ -86,8 +86,15 @@ def table_of_lines(headers: Sequence[str], lines: Sequence[str]) -> str:
     """A GFM table of rows already written as lines (``| a | b |``): unpadded when long, padded by ``table`` otherwise."""
     if len(lines) <= PADDED_ROWS_MAX:
         return table(headers, [line[2:-2].split(_CELL_BETWEEN) for line in lines])
-    head = ["| " + _CELL_BETWEEN.join(headers) + " |", "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"]
-    return "\n".join([*head, *lines])
+    return "".join(_unpadded_parts(headers, lines))
+
+
+def _unpadded_parts(headers: Sequence[str], lines: Iterable[str]) -> Iterator[str]:
+    """A long table's text in parts: its head, then a line each row, as they come."""
+    yield "\n".join(["| " + _CELL_BETWEEN.join(headers) + " |", "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"])
+    for line in lines:
+        yield "\n"
+        yield line
 
 
 def folded(title: str, body: list[str], detail: Detail, summary: str = "") -> list[str]:
@@ -483,13 +490,21 @@ def cases_section(report: Report, detail: Detail, full_table: str | None = None)
 
 def cases_table(cases: Sequence[CaseRow]) -> str:
     """The table of these cases: a line each, in their order. It reads no gate: a merge makes it from its shards' rows."""
+    return "".join(cases_table_parts(cases))
+
+
+def cases_table_parts(cases: Sequence[CaseRow]) -> Iterator[str]:
+    """``cases_table`` in parts, each case's line made as it is asked for (a long table's lines are never all held)."""
     # Streamed runs also show time to first token, so slower prefill and longer generation are told apart.
     streamed = any(c.ttft_ms is not None for c in cases)
     stratum = cache(cell)  # few strata: each escaped once
-    lines = [_case_line(c, streamed, stratum) for c in cases]
+    lines = (_case_line(c, streamed, stratum) for c in cases)
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
-    return table_of_lines(headers, lines)
+    if len(cases) <= PADDED_ROWS_MAX:
+        yield table_of_lines(headers, list(lines))
+    else:
+        yield from _unpadded_parts(headers, lines)
 
 
 # The pin's cells of a case without one.
@@ -533,3 +548,25 @@ def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | N
     parts += base_section(report, detail)
     parts += cases_section(report, detail, full_table)
     return "\n".join(parts).rstrip() + "\n"
+
+
+# Where report.md's table of every case goes while the rest is rendered (``markdown_parts``): escaped text holds no NUL.
+_TABLE_HERE = "\x00cases table\x00"
+
+
+def markdown_parts(report: Report, detail: Detail = Detail.FULL) -> Iterator[str]:
+    """``render_markdown``'s text in parts, the table of every case (report.md's bulk) a line at a time as it is written.
+
+    The rest is rendered whole around a mark where that table goes. The table ends in ``|``, so
+    the final ``rstrip`` of ``render_markdown`` never reaches into it: the parts join to its text.
+    """
+    if Detail(detail) is not Detail.FULL:
+        yield render_markdown(report, detail)
+        return
+    before, *after = render_markdown(report, detail, full_table=_TABLE_HERE).split(_TABLE_HERE)
+    if len(after) != 1:  # the mark is ours alone; were it not, the table goes in whole
+        yield render_markdown(report, detail)
+        return
+    yield before
+    yield from cases_table_parts(report.cases)
+    yield after[0]

@@ -5,7 +5,7 @@ built-in is one module and one line in ``BUILTIN``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -44,9 +44,10 @@ def chosen(extra: Sequence[str]) -> list[ReportFormat]:
     return [formats[name] for name in dict.fromkeys((*ALWAYS, *extra))]
 
 
-def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made: Mapping[str, Callable[[], str]] | None = None) -> tuple[Path, ...]:
+def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made: Mapping[str, Callable[[], Iterable[str]]] | None = None) -> tuple[Path, ...]:
     """Render and write each format under ``out_dir``; rendered side by side for big runs.
 
+    Each is written as its parts come (``ReportFormat.text_parts``).
     ``made`` makes some formats' text another way than their ``render`` (by name): a merge
     writes report.json from its shards' rows, and report.md around a cases table made while it
     read. Those are written one after another in this process while the renders run in another
@@ -59,10 +60,10 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made
     others = made or {}
 
     def job(fmt: ReportFormat) -> Callable[[], None]:
-        make = others.get(fmt.name) or partial(fmt.render, report, Detail.FULL)
+        make = others.get(fmt.name) or partial(fmt.text_parts, report, Detail.FULL)
 
         def write() -> None:
-            atomic.write_text(out_dir / fmt.filename, make())
+            atomic.write_parts(out_dir / fmt.filename, make())
 
         return write
 

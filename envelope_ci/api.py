@@ -40,7 +40,7 @@ from .sources.cases import load_cases
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
-from .sources.recordings import ReplayLine, offline_envelopes, read_replay, replay_of
+from .sources.recordings import REPLAY_PACKING, ReplayLine, offline_envelopes, read_replay, replay_of
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
@@ -166,7 +166,7 @@ def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], li
     if path is None:  # a live run has none (check_config)
         return nullcontext(list)
     big = path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
-    return in_background(partial(read_replay, path), wanted=big)
+    return in_background(partial(read_replay, path), wanted=big, packing=REPLAY_PACKING)
 
 
 def _excluded(config: RunConfig) -> set[Path]:

@@ -1,6 +1,4 @@
-"""Immutable records made and sent fast: ``quick_init`` for a frozen dataclass, ``sent_as_tuple`` for a NamedTuple.
-
-``quick_init``: a frozen, slotted dataclass built at the speed of a mutable one.
+"""``quick_init``: a frozen, slotted dataclass built at the speed of a mutable one.
 
 A frozen dataclass's ``__init__`` stores each field with ``object.__setattr__(self, name,
 value)``, a generic call that makes an argument tuple and looks the attribute up again: a
@@ -15,17 +13,11 @@ the class stays frozen (its ``__setattr__`` still refuses), ``dataclasses.replac
 it, and pickling is untouched (a slotted dataclass is rebuilt by its ``__setstate__``). Only
 classes this can copy exactly are taken: frozen, slotted, no ``__post_init__``, every field its
 own positional ``__init__`` parameter.
-
-``sent_as_tuple``: a NamedTuple pickled as its class and its values, rebuilt by ``tuple.__new__``
-in C. By default it goes through its own ``__getnewargs__`` and ``__new__``, two Python calls per
-record: a 100,000-line --replay file's judged envelopes, read on another core, took 1.1 s to
-pickle there and 1.0 s to unpickle in the run, most of it in those calls.
 """
 from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -73,7 +65,3 @@ def quick_init(cls: type[T]) -> type[T]:
     cls.__init__ = init  # type: ignore[method-assign]
     return cls
 
-
-def sent_as_tuple(record: tuple[Any, ...]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-    """``__reduce__`` of a NamedTuple: ``tuple.__new__(its class, its values)``, no Python call to rebuild it."""
-    return tuple.__new__, (type(record), tuple(record))

@@ -107,19 +107,3 @@ REFUSED: dict[str, Any] = {
 def test_it_refuses_what_it_cannot_copy_exactly(why: str) -> None:
     with pytest.raises(TypeError, match="quick_init takes"):
         quick_init(REFUSED[why])
-
-
-def test_records_sent_between_processes_come_back_as_they_went() -> None:
-    from envelope_ci.grading.envelope import ReadAhead
-    from envelope_ci.model import Label
-    from envelope_ci.providers.base import Reply
-    from envelope_ci.sources.recordings import ReplayLine
-
-    reply = Reply('{"a": 1}', ({"type": "function", "function": {"name": "f"}},), None, "stop", "m", 3)
-    ahead = ReadAhead(200, 12.5, None, 1, ("note",), Label.TRUNCATED, ("cut",), reply, ({"a": 1},))
-    line = ReplayLine(7, "case-1", (ahead, ahead._replace(reply=None)), None, [{"model": "m"}, None])
-    assert all(type(record).__reduce__(record)[0] is tuple.__new__ for record in (line, ahead, reply))  # rebuilt in C, not by their __new__
-    back = pickle.loads(pickle.dumps(line, protocol=pickle.HIGHEST_PROTOCOL))
-    assert back == line
-    assert type(back) is ReplayLine and type(back.held[0]) is ReadAhead and type(back.held[0].reply) is Reply
-    assert back.held[0].label is Label.TRUNCATED and back.held[1].reply is None

@@ -3,13 +3,20 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
+from conftest import ERROR_BODIES, chat_body, recorded, tool_call, transport_error, write_replay
 
 from envelope_ci.errors import Problem, UsageError
-from envelope_ci.parallel import in_background, parallel_map, run_concurrently
+from envelope_ci.grading.envelope import ReadAhead
+from envelope_ci.model import Label
+from envelope_ci.parallel import Packing, in_background, parallel_map, run_concurrently
+from envelope_ci.providers.base import Reply
+from envelope_ci.sources.recordings import REPLAY_PACKING, ReplayLine, read_replay
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2,
                                 reason="in_background forks only where fork exists and there is a second core")
@@ -21,6 +28,43 @@ def test_the_value_is_worked_out_in_another_process():
         worker, text, *numbers = outcome()
     assert worker != parent and text == "x" * 1_000_000 and numbers == list(range(12_345))  # in parts, in order
     assert not multiprocessing.active_children()
+
+
+def test_items_are_packed_there_and_unpacked_here():
+    parent = os.getpid()
+    packing = Packing(lambda item: (os.getpid(), item), lambda data: (data[0] != parent, data[1]))
+    with in_background(lambda: [f"item {i}" for i in range(12_345)], packing=packing) as outcome:
+        items = outcome()
+    assert items == [(True, f"item {i}") for i in range(12_345)]
+
+
+def test_a_replay_line_packed_and_unpacked_is_the_same_records():
+    reply = Reply('{"a": 1}', ({"type": "function", "function": {"name": "f"}},), None, "stop", "m", 3)
+    ahead = ReadAhead(200, 12.5, None, 1, ("note",), Label.TRUNCATED, ("cut",), reply, ({"a": 1},))
+    lines = [ReplayLine(7, "case-1", (ahead, ahead._replace(reply=None, label=None)), None, [{"model": "m"}, None]),
+             ReplayLine(8, "case-2", '{"id": "case-2", "recorded": {}}', ("recorded", "is empty"), []),
+             ReplayLine(9, None, "not a recording", None, [])]
+    for line in lines:
+        back = REPLAY_PACKING.unpack(pickle.loads(pickle.dumps(REPLAY_PACKING.pack(line))))
+        assert back == line and type(back) is ReplayLine
+        for sent, came in zip(line.held, back.held, strict=True) if not isinstance(line.held, str) else ():
+            assert type(came) is ReadAhead and came.label is sent.label
+            assert came.reply is None if sent.reply is None else type(came.reply) is Reply
+
+
+def test_a_replay_read_in_the_background_is_the_replay_read_here(tmp_path):
+    path = write_replay(tmp_path / "recordings.jsonl", [
+        ("right", recorded(chat_body('{"a": 1}'))),
+        ("cut", recorded(chat_body('{"a": 1', finish_reason="length"))),
+        ("repeats", [recorded(chat_body("yes")), recorded(chat_body(None, tool_calls=[tool_call()]))]),
+        ("down", recorded(ERROR_BODIES["llamacpp_loading"], status=503)),
+        ("torn", transport_error()),
+        ("judged", recorded(chat_body("yes"), judgements={"j": recorded(chat_body("PASS"))})),
+        ("bad", {"http_status": "200"}),
+    ])
+    with in_background(partial(read_replay, path), packing=REPLAY_PACKING) as outcome:
+        lines = outcome()
+    assert lines == read_replay(path) and any(not isinstance(line.held, str) for line in lines)
 
 
 def test_a_usage_error_comes_back_with_its_problems():

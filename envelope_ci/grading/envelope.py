@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from ..frozen import quick_init, sent_as_tuple
+from ..frozen import quick_init
 from ..model import Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
@@ -48,7 +48,8 @@ class ReadAhead(NamedTuple):
     A big --replay file is read on another core while the fixtures load (``parallel.in_background``);
     judging its envelopes there too takes a fifth of a 100,000-case run off the main process, and
     this is what comes back instead of the line: no body, no headers (the bulk of a line), a
-    plain tuple (sent for a quarter to a third of the cost of the envelope and judgement as dataclasses).
+    tuple (sent as plain tuples, ``packed_ahead``, for a fraction of the cost of the envelope and
+    judgement as dataclasses).
     """
 
     http_status: int | None
@@ -60,9 +61,6 @@ class ReadAhead(NamedTuple):
     reasons: tuple[str, ...]
     reply: Reply | None
     parsed: tuple[Any, ...]
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return sent_as_tuple(self)
 
     @property
     def completion(self) -> None:
@@ -76,6 +74,18 @@ class ReadAhead(NamedTuple):
 
 
 _NO_JUDGEMENTS: Mapping[str, Envelope] = MappingProxyType({})
+
+
+def packed_ahead(ahead: ReadAhead) -> tuple[Any, ...]:
+    """``ahead`` as plain tuples, to be sent to another process (``parallel.Packing``): its reply too."""
+    reply = ahead.reply
+    return ahead[:7] + (None if reply is None else tuple(reply), ahead.parsed)
+
+
+def unpacked_ahead(data: tuple[Any, ...]) -> ReadAhead:
+    """``packed_ahead``'s record again, rebuilt by ``tuple.__new__`` in C (a NamedTuple's own ``__new__`` is Python)."""
+    reply = data[7]
+    return tuple.__new__(ReadAhead, data[:7] + (None if reply is None else tuple.__new__(Reply, reply), data[8]))
 # What ``grading.grade`` grades: an envelope as recorded or received, or one judged ahead.
 Gradable = Envelope | ReadAhead
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
-from ..frozen import sent_as_tuple
 from ..model import Case
 
 
@@ -22,9 +21,6 @@ class Reply(NamedTuple):
     finish_reason: str | None
     model_id: str | None
     completion_tokens: int | None
-
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return sent_as_tuple(self)
 
 
 class StreamAssembly(Protocol):

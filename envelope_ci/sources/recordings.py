@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -19,10 +19,10 @@ from typing import Any, NamedTuple
 import jsonschema
 
 from ..errors import Problem, UsageError
-from ..frozen import sent_as_tuple
-from ..grading.envelope import Gradable, ReadAhead, read_ahead
+from ..grading.envelope import Gradable, ReadAhead, packed_ahead, read_ahead, unpacked_ahead
 from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import Case, Envelope
+from ..parallel import Packing
 from .files import read_text
 from .parse import NotJSON, json_problem, loads_checked, loads_strict, numbered_lines
 
@@ -164,8 +164,21 @@ class ReplayLine(NamedTuple):
     problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
     requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
 
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return sent_as_tuple(self)
+
+def _packed_line(line: ReplayLine) -> tuple[Any, ...]:
+    number, case_id, held, problem, requests = line
+    return number, case_id, held if isinstance(held, str) else tuple([packed_ahead(a) for a in held]), problem, requests
+
+
+def _unpacked_line(data: tuple[Any, ...]) -> ReplayLine:
+    number, case_id, held, problem, requests = data
+    if held.__class__ is str:  # a line kept as its text: nothing in it to rebuild
+        return tuple.__new__(ReplayLine, data)
+    return tuple.__new__(ReplayLine, (number, case_id, tuple([unpacked_ahead(a) for a in held]), problem, requests))
+
+
+# A big replay's lines cross from the child that reads them as plain tuples.
+REPLAY_PACKING = Packing(_packed_line, _unpacked_line)
 
 
 def read_replay(path: Path) -> list[ReplayLine]:

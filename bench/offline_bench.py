@@ -78,12 +78,17 @@ class Suite:
     size_mb: float
 
 
-def bench_args(doc: str | None) -> argparse.Namespace:
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
     """``--cases`` and ``--seed``, as every offline bench takes them."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
-    return parser.parse_args()
+    return parser
+
+
+def bench_args(doc: str | None) -> argparse.Namespace:
+    """The arguments of a bench that takes only ``bench_parser``'s."""
+    return bench_parser(doc).parse_args()
 
 
 @contextmanager

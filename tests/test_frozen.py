@@ -12,7 +12,7 @@ import pytest
 from envelope_ci.frozen import quick_init
 
 MODULES = ("envelope_ci.model", "envelope_ci.analysis.cases", "envelope_ci.analysis.channels", "envelope_ci.sources.parse",
-           "envelope_ci.grading.assertions.base", "envelope_ci.grading.envelope")
+           "envelope_ci.grading.assertions.base", "envelope_ci.grading.envelope", "envelope_ci.report.model")
 
 
 def _quick_classes() -> list[type]:
@@ -30,13 +30,14 @@ QUICK = _quick_classes()
 
 
 def test_the_hot_classes_are_built_quickly() -> None:
-    assert {c.__name__ for c in QUICK} >= {"Case", "Envelope", "Grade", "CaseResult", "Measure", "RawCase", "Answer", "Expectation", "Judgement"}
+    assert {c.__name__ for c in QUICK} >= {"Case", "Envelope", "Grade", "CaseResult", "Measure", "RawCase", "Answer", "Expectation", "Judgement",
+                                          "CaseRow"}
 
 
 def _plain_twin(cls: type) -> Any:
     """The same fields (types, defaults, factories) as a plain frozen dataclass: the ``__init__`` dataclasses made before ``quick_init``."""
     return dataclasses.make_dataclass(f"Plain{cls.__name__}", [(f.name, f.type, _copied(f)) for f in dataclasses.fields(cls)],
-                                      frozen=True, slots=True)
+                                      frozen=True, slots="__slots__" in vars(cls))
 
 
 def _copied(f: dataclasses.Field[Any]) -> dataclasses.Field[Any]:
@@ -67,6 +68,8 @@ def test_signature_and_values_are_the_dataclasses(cls: type) -> None:
     every = {f.name: object() for f in fields}
     positional = cls(*every.values())
     assert all(getattr(positional, name) is value for name, value in every.items())
+    if "__slots__" not in vars(cls):  # kept where object.__setattr__ keeps it, in field order (report.json's rows read it so)
+        assert list(vars(positional).items()) == list(vars(twin(*every.values())).items()) == list(every.items())
 
 
 @pytest.mark.parametrize("cls", QUICK, ids=lambda c: c.__name__)
@@ -91,7 +94,10 @@ def test_default_factories_make_a_fresh_value_each_time() -> None:
 
 _BASE = dataclasses.make_dataclass("Base", [("a", int)], frozen=True, slots=True)
 REFUSED: dict[str, Any] = {
-    "not slotted": dataclasses.make_dataclass("NoSlots", [("a", int)], frozen=True),
+    "a field behind a property": dataclasses.make_dataclass("Property", [("a", int, dataclasses.field(default=property()))], frozen=True),
+    "its own __getattribute__": dataclasses.make_dataclass("Getattribute", [("a", int)], frozen=True,
+                                                           namespace={"__getattribute__": lambda self, name: object.__getattribute__(self, name)}),
+    "a field named as the made __init__'s local": dataclasses.make_dataclass("Local", [("_quick_init_dict", int)], frozen=True),
     "not frozen": dataclasses.make_dataclass("NotFrozen", [("a", int)], slots=True),
     "a __post_init__": dataclasses.make_dataclass("AfterInit", [("a", int)], namespace={"__post_init__": lambda self: None},
                                                   frozen=True, slots=True),

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..canonical import json_encoder
+from ..frozen import quick_init
 from ..model import Channel, Fingerprint, Gate, Label, Outcome, Pin, Thresholds, Verdict
 from .codec import from_json, json_schema, to_json
 
@@ -164,6 +165,7 @@ class NextStep:
     command: str | None
 
 
+@quick_init
 @dataclass(frozen=True)
 class CaseRow:
     """One case: its label, channel, measurements, outcome against its pin, and its gate."""

@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, chat_body, make_case, make_suite, recorded, transport_error, write_replay
+from conftest import EXAMPLES, case, chat_body, make_case, make_suite, recorded, transport_error, write_replay
 
+from envelope_ci import parallel
 from envelope_ci.errors import Problem, UsageError
 from envelope_ci.grading.grade import grade
 from envelope_ci.model import Envelope, Label
-from envelope_ci.sources.cases import case_schema, load_cases
+from envelope_ci.sources.cases import Checked, build_case, case_schema, checked, load_cases
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
-from envelope_ci.sources.parse import MAX_YAML_ALIASES
+from envelope_ci.sources.parse import MAX_YAML_ALIASES, RawCase
 from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay, replay_of
 
 pytestmark = pytest.mark.usefixtures("clean_env")
@@ -337,3 +340,30 @@ def test_duplicate_ids_in_one_json_file_name_both_lines(tmp_path):
     text = '[\n {"id": "a", "prompt": "p", "completion": "x"},\n {"id": "b", "prompt": "p", "completion": "x"},\n {"id": "a", "prompt": "p", "completion": "y"}\n]\n'
     p = only_problem(make_suite(tmp_path, files={"c.json": text}))
     assert p.line == 4 and p.message.endswith("c.json:2)")
+
+
+def _assertions_read(cases):
+    return [(c.id, c.digest, [(e.name, type(e.value).__name__) for e in c.expectations], c.messages) for c in cases]
+
+
+def test_cases_built_from_checks_made_in_workers_are_the_cases_built_here(tmp_path, monkeypatch):
+    """Workers send their checks without the assertions they read (they do not pickle): building reads them again, the same."""
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
+    written = [case(f"c{i}", stratum="easy", schema=schema, expect_json={"a": i}, max_chars=50,
+                    **({"assert": [{"type": "icontains-any", "value": ["x", "y"]}, {"type": "regex", "value": "^[a-z]+$"}]} if i % 3 else {}))
+               for i in range(parallel.MIN_ITEMS + 500)]
+    suite = make_suite(tmp_path, files={"cases.jsonl": written})
+    monkeypatch.setattr(parallel, "_busy", lambda: 0)
+    in_workers = load_cases(suite, set())
+    monkeypatch.setattr(parallel, "_busy", lambda: os.cpu_count() or 1)
+    here = load_cases(suite, set())
+    assert _assertions_read(in_workers) == _assertions_read(here)
+    assert {len(c.expectations) for c in here} == {3, 5}
+
+
+def test_a_check_sent_between_processes_leaves_its_assertions_behind():
+    raw = RawCase(case("c1", schema={"type": "object"}, must_include=["x"]), "cases.yaml", 1, {})
+    made = checked(raw)
+    assert made.problems == [] and made.digest and sorted(where for where, _ in made.written or ()) == ["must_include", "schema"]
+    assert pickle.loads(pickle.dumps(made)) == Checked([], made.digest, None)
+    assert build_case(raw, made.digest, written=made.written) == build_case(raw, made.digest)

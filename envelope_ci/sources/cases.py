@@ -13,7 +13,7 @@ from collections import deque
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 
@@ -128,10 +128,15 @@ def _not_json(value: Any) -> tuple[list[Any], str] | None:
 
 def validate_raw(raw: RawCase) -> list[Problem]:
     """Problems with one case: the format schema, then each assertion's own value (a JSON Schema that is not one, say)."""
+    return _validated(raw)[0]
+
+
+def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Expectation]] | None]:
+    """``validate_raw``'s problems, and the case's assertions as written (``_raw_expectations``) when it read them."""
     if not isinstance(raw.data, dict):
-        return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")]
+        return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")], None
     if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
-        return [Problem(raw.file, raw.line, None, f"{_RECORDINGS_LINE}: keep recordings outside the fixtures directory and grade them with --replay FILE")]
+        return [Problem(raw.file, raw.line, None, f"{_RECORDINGS_LINE}: keep recordings outside the fixtures directory and grade them with --replay FILE")], None
     problems = []
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
@@ -160,14 +165,15 @@ def validate_raw(raw: RawCase) -> list[Problem]:
     if found_not_json is not None:
         where, why = found_not_json
         problems.append(Problem(raw.file, raw.line_of(where), where or None, why))
-        return problems  # such a case cannot be hashed or its schema checked
-    for where, expectation in _raw_expectations(raw.data):
+        return problems, None  # such a case cannot be hashed or its schema checked
+    written = _raw_expectations(raw.data)
+    for where, expectation in written:
         check = expectation.kind.value_problem
         found = check(expectation.value) if check is not None and expectation.value is not None else None
         if found:
             inner, message = found
             problems.append(Problem(raw.file, raw.line_of(where), where + (f".{inner}" if inner else ""), message))
-    return problems
+    return problems, written
 
 
 def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
@@ -231,17 +237,38 @@ def _messages(raw: RawCase, refs: FileRefs) -> tuple[dict[str, Any], ...]:
     return messages
 
 
-def checked(raw: RawCase) -> tuple[list[Problem], str | None]:
-    """A case's problems, and its digest when it has none: the per-case work worth spreading over cores."""
-    problems = validate_raw(raw)
-    return problems, None if problems else digest(raw.data)
+class Checked(NamedTuple):
+    """What ``checked`` found of a case, for ``build_case``."""
+
+    problems: list[Problem]
+    digest: str | None  # when it has no problems
+    written: list[tuple[str, Expectation]] | None  # its assertions as written, when read in this process
+
+    def __reduce__(self) -> tuple[type[Checked], tuple[Any, ...]]:
+        """Sent from a worker without ``written``: an assertion's type holds functions that do not pickle. ``build_case`` reads them again."""
+        return Checked, (self.problems, self.digest, None)
 
 
-def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | None = None) -> Case:
-    """A validated raw case as a frozen Case; the files it names are part of its digest."""
+def checked(raw: RawCase) -> Checked:
+    """A case's problems, and its digest when it has none: the per-case work worth spreading over cores.
+
+    Its assertions as validating read them come too, so that building the case need not read them
+    again (a 100,000-case suite: 0.7 s), unless they were read in another process.
+    """
+    problems, written = _validated(raw)
+    return Checked(problems, None if problems else digest(raw.data), written)
+
+
+def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | None = None,
+               written: list[tuple[str, Expectation]] | None = None) -> Case:
+    """A validated raw case as a frozen Case; the files it names are part of its digest.
+
+    ``written``: its assertions as ``_raw_expectations`` reads them, when read already.
+    """
     data = raw.data
     refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
-    written = _raw_expectations(data)  # read once: the files they name, then their prepared values
+    if written is None:
+        written = _raw_expectations(data)  # read once: the files they name, then their prepared values
     files = _named_files(raw, refs, written)
     case_digest = digest([data, files]) if files else (case_digest or digest(data))
     messages = _messages(raw, refs)
@@ -302,12 +329,12 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
     pending = deque(zip(raws, parallel_map(checked, raws), strict=True))
     raws.clear()
     while pending:
-        raw, (found, case_digest) = pending.popleft()
+        raw, (found, case_digest, written) = pending.popleft()
         if found:
             problems += found
             continue
         try:
-            case = build_case(raw, case_digest, refs)
+            case = build_case(raw, case_digest, refs, written)
         except UsageError as exc:
             problems += exc.problems
             continue

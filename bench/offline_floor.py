@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -142,7 +143,9 @@ class Pair(NamedTuple):
 
 
 def run_pair(root: Path, fixtures: Path, recordings: Path, floor_py: Path) -> tuple[Pair, dict, dict, int, int]:
-    """The floor, then envelope-ci: the pair's figures, each one's label counts and exit codes."""
+    """The floor, then envelope-ci: the pair's figures, each one's label counts and exit codes (no pair reads another's files)."""
+    for earlier in (root / "floor.json", root / "out"):
+        shutil.rmtree(earlier) if earlier.is_dir() else earlier.unlink(missing_ok=True)
     floor_wall, floor_mib, floor_code, floor_cpu = measure(
         [sys.executable, str(floor_py), str(fixtures / "cases.jsonl"), str(recordings), str(root / "floor.json")])
     env = dict(os.environ)

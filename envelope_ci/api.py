@@ -24,6 +24,7 @@ from .errors import Problem, UsageError
 from .formats.registry import write_reports
 from .grading.envelope import Gradable
 from .grading.grade import grade_all
+from .held import hold_to_exit
 from .merging import merge as merge  # the library's second call, in a module of its own (see there)
 from .model import VERDICT_EXIT, Case, Grade, Pins
 from .parallel import in_background
@@ -31,7 +32,7 @@ from .report.build import base_diff_rows, build_report, scrub
 from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
 from .report.notes import run_notes
 from .report.shard_info import ShardRun, shard_info
-from .result import RunResult, cyclic_gc_paused, hold_to_exit
+from .result import RunResult, cyclic_gc_paused
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
@@ -261,7 +262,8 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     watch.phase("analysing the results")
     # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
     recordings = check_recordings(cases, gathered.requests, config.temperature) if not config.base_url else Staleness({}, ())
-    # The bodies are the bulk of a big replay's memory; grades keep what is needed.
+    # The bodies are the bulk of a big replay's memory, and grades keep what is needed: let them go
+    # (the console script holds them to its exit instead: ``held``).
     hold_to_exit(gathered.envelopes)
     gathered = replace(gathered, envelopes={})
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),

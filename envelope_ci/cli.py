@@ -7,13 +7,14 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .config import RunConfig
 from .errors import UsageError, one_line
+from .held import hold_to_exit, holding_to_exit
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
 from .shard import SHARD_HELP, ShardSpec, parse_shard
 from .sources.endpoints import parse_override
@@ -234,7 +235,6 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .api import read_base_pins
-    from .result import hold_to_exit
     from .supervise import RanOutOfTime, run
 
     config = config_from_args(args)
@@ -252,7 +252,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from .merging import merge
-    from .result import hold_to_exit
 
     result = merge(args.reports, args.out, tuple(args.formats))
     hold_to_exit(result)
@@ -330,7 +329,7 @@ def console() -> NoReturn:
     A 100,000-case run or merge ends holding half a gigabyte of small objects: the interpreter
     freed them one by one as the command returned and at its exit, 0.5-0.8 s after the last
     report was written; the OS frees them at once. What the run was done with before it wrote
-    its reports is held too (``result.holding_to_exit``). By the time ``main`` returns every file is
+    its reports is held too (``held.holding_to_exit``). By the time ``main`` returns every file is
     written and closed and every child process joined; only the output streams are left to flush.
     """
     code = main(hold=True)
@@ -352,14 +351,8 @@ def main(argv: Sequence[str] | None = None, hold: bool = False) -> int:
     ``hold``: keep what the command made and was done with after returning (``console`` leaves it to the OS to free).
     """
     STOP.clear()  # one process may run several commands (tests, the Action)
-    with Interrupts(STOP), (_holding_to_exit() if hold else nullcontext()):
+    with Interrupts(STOP), (holding_to_exit() if hold else nullcontext()):
         return _main(argv)
-
-
-def _holding_to_exit() -> AbstractContextManager[None]:
-    from .result import holding_to_exit  # not for every command: it imports the report's model
-
-    return holding_to_exit()
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -46,8 +46,8 @@ def quick_init(cls: type[T]) -> type[T]:
         raise refused
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # a dataclass: it has its parameters
     slotted = "__slots__" in vars(cls)
-    if list(inspect.signature(made).parameters)[1:] != [f.name for f in fields] or any(f.kw_only or f.name == _DICT for f in fields):
-        raise refused  # keyword-only, not in __init__, or named as the made __init__'s own local
+    if list(inspect.signature(made).parameters)[1:] != [f.name for f in fields] or any(f.kw_only or _made_name(f.name) for f in fields):
+        raise refused  # keyword-only, not in __init__, or named as one of the made __init__'s own names
     if slotted and any(f.name not in vars(cls) for f in fields):
         raise refused  # a slot of a base class
     if not slotted and (cls.__getattribute__ is not object.__getattribute__ or any(_data_descriptor(getattr(cls, f.name, None)) for f in fields)):
@@ -79,3 +79,8 @@ def quick_init(cls: type[T]) -> type[T]:
 def _data_descriptor(attribute: object) -> bool:
     """An attribute of the class that takes over setting it on an instance (a property, a slot)."""
     return hasattr(type(attribute), "__set__") or hasattr(type(attribute), "__delete__")
+
+
+def _made_name(name: str) -> bool:
+    """A name the made ``__init__`` gives a meaning of its own: a field of that name would clash with it."""
+    return name in ("self", "_FROM_FACTORY", _DICT) or name.startswith(("_set_", "_default_", "_factory_"))

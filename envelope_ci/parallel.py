@@ -121,8 +121,8 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_
     more memory than one process, and was no faster.
     """
     global _work
-    workers = min((os.cpu_count() or 1) - _busy(), 8)
-    if len(items) < min_items or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    workers = _workers(len(items), min_items)
+    if workers < 2:
         return [fn(x) for x in items]
     step = -(-len(items) // workers)
     slices = [(i, min(i + step, len(items))) for i in range(0, len(items), step)]
@@ -137,6 +137,19 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], min_items: int = MIN_
     finally:
         _work = None
     return [r for part in parts for r in part]
+
+
+def spreads(count: int, min_items: int = MIN_ITEMS) -> bool:
+    """Whether ``parallel_map`` would work this many items on other cores now (else it works them here, in turn)."""
+    return _workers(count, min_items) > 1
+
+
+def _workers(count: int, min_items: int) -> int:
+    """The processes ``parallel_map`` would work this many items in now: 1 is this one alone."""
+    workers = min((os.cpu_count() or 1) - _busy(), 8)
+    if count < min_items or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return workers
 
 
 # Items per message from a background job: the parent never holds its list whole as pickled bytes.
@@ -157,7 +170,8 @@ class Packing(Generic[T]):
 
     The pickler calls a record's ``__reduce__`` (a NamedTuple's, a dataclass's) in Python for each
     one, and writes plain tuples, lists and dicts in C: a 100,000-line replay's lines and judged
-    envelopes took 1.4-1.8 s to pickle as records, 1.0 s packed first.
+    envelopes took 0.97-1.35 s to pickle as records (rebuilt by ``tuple.__new__``), 0.48-0.74 s packed
+    first; unpickling and unpacking them here costs what unpickling the records did (0.4-0.7 s).
     """
 
     pack: Callable[[T], Any]
@@ -172,10 +186,10 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
     small: a child forked later copies every page whose objects it touches (their reference
     counts change), which costs about what it saves (grading 100,000 cases in two forks spent
     1.3-1.8x the CPU per case). The child pickles the list in chunks as soon as it has it, and
-    this process unpickles them one by one, each item packed there and unpacked here when ``packing``
-    says how. A UsageError in the child is raised by the call
-    with its problems; any other failure runs ``fn`` again in this process, so that its error is
-    the real one. A child still working when the block ends (the run failed first) is stopped.
+    this process unpickles them one by one; with ``packing``, each item is packed there and
+    unpacked here. A UsageError in the child is raised by the call with its problems; any other
+    failure runs ``fn`` again in this process, so that its error is the real one. A child still
+    working when the block ends (the run failed first) is stopped.
     """
     if not wanted or not forks():
         yield fn
@@ -239,9 +253,10 @@ def _outcome_pickled(fn: Callable[[], list[Any]], packing: Packing[Any] | None) 
     try:
         items = fn()
         pack = packing.pack if packing is not None else None
-        messages = [*(("part", items[start:start + _CHUNK] if pack is None else [pack(x) for x in items[start:start + _CHUNK]])
-                      for start in range(0, len(items), _CHUNK)), ("done", None)]
-        return [bytes(ForkingPickler.dumps(message)) for message in messages]
+        parts = (items[start:start + _CHUNK] for start in range(0, len(items), _CHUNK))
+        # Each part packed as it is pickled: no packed copy of the whole list is ever held.
+        return [*(bytes(ForkingPickler.dumps(("part", part if pack is None else [pack(x) for x in part]))) for part in parts),
+                bytes(ForkingPickler.dumps(("done", None)))]
     except UsageError as exc:
         return [bytes(ForkingPickler.dumps(("usage", exc.problems)))]
     except BaseException:  # noqa: BLE001 - fn failed, or its list will not pickle: the parent runs fn again and meets the error itself

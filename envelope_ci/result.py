@@ -1,4 +1,4 @@
-"""What a run or a merge of shards produced (``api.run``, ``merging.merge``), the collector paused while it is made, and what it holds to the exit."""
+"""What a run or a merge of shards produced (``api.run``, ``merging.merge``), and the collector paused while it is made."""
 from __future__ import annotations
 
 import gc
@@ -19,34 +19,6 @@ class RunResult:
     exit_code: ExitCode
     written: tuple[Path, ...] = ()
     pins_written: Path | None = None
-
-
-# What a command was done with, kept alive to the process's exit (``holding_to_exit``).
-_HELD: list[object] = []
-_holding = False
-
-
-@contextmanager
-def holding_to_exit() -> Iterator[None]:
-    """Within: what a command is done with (``hold_to_exit``) stays alive to the process's exit, for one that leaves at once after.
-
-    The console script leaves by ``os._exit`` as soon as the command returns (``cli.console``),
-    and the OS takes a process's memory back at once. Freed one by one instead, a 100,000-case
-    run's envelopes after grading, then its cases, grades and analysis before its reports were
-    written, cost 0.5-0.6 s. Library calls free them as usual.
-    """
-    global _holding
-    _holding = True
-    try:
-        yield
-    finally:
-        _holding = False
-
-
-def hold_to_exit(*objects: object) -> None:
-    """The caller is done with ``objects``: within ``holding_to_exit`` they stay alive to the exit, else they go as usual."""
-    if _holding:
-        _HELD.append(objects)
 
 
 @contextmanager

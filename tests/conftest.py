@@ -33,7 +33,7 @@ import yaml
 from envelope_ci.grading.envelope import read_ahead
 from envelope_ci.grading.grade import grade as grade_envelope
 from envelope_ci.model import Case, Envelope, Grade
-from envelope_ci.sources.cases import build_case, validate_raw
+from envelope_ci.sources.cases import build_case, checked
 from envelope_ci.sources.parse import RawCase
 from envelope_ci.sources.recordings import envelope_from_raw
 
@@ -156,7 +156,7 @@ def make_case(**fields: Any) -> Case:
     """A validated ``Case`` (through the real validator, so fixtures stay honest)."""
     data = case(fields.pop("id", "c1"), **fields)
     raw = RawCase(data, "cases.yaml", 1, {})
-    problems = validate_raw(raw)
+    problems = checked(raw).problems
     assert not problems, [str(p) for p in problems]
     return build_case(raw)
 

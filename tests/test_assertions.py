@@ -9,7 +9,7 @@ from conftest import chat_body, grade, make_case, recorded, tool_call
 
 from envelope_ci.grading.assertions.registry import BUILTIN, lookup, shorthands, type_names
 from envelope_ci.model import Label
-from envelope_ci.sources.cases import build_case, case_schema, validate_raw
+from envelope_ci.sources.cases import build_case, case_schema, checked
 from envelope_ci.sources.parse import RawCase
 
 LOOKUP_TOOL = {"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}
@@ -123,7 +123,7 @@ def test_max_chars_in_list_form_is_a_size_budget():
 ])
 def test_bad_assertions_are_named(entry, field, words):
     raw = RawCase({"id": "c", "prompt": "p", "assert": [entry]}, "cases.yaml", 3, {"assert": 4})
-    problems = validate_raw(raw)
+    problems = checked(raw).problems
     assert problems, entry
     assert any(p.field == field and words in p.message and p.line == 4 for p in problems), [str(p) for p in problems]
 
@@ -131,7 +131,7 @@ def test_bad_assertions_are_named(entry, field, words):
 def test_a_case_builds_its_expectations_in_order():
     raw = RawCase({"id": "c", "prompt": "p", "must_not_include": ["sorry"], "expect_fragment": "a",
                    "assert": [{"type": "not-contains", "value": "b"}]}, "f.yaml", 1, {})
-    assert not validate_raw(raw)
+    assert not checked(raw).problems
     assert [e.name for e in build_case(raw).expectations] == ["contains", "not-icontains-any", "not-contains"]
-    not_a_list = validate_raw(RawCase({"id": "c", "prompt": "p", "assert": "x"}, "f.yaml", 1, {}))
+    not_a_list = checked(RawCase({"id": "c", "prompt": "p", "assert": "x"}, "f.yaml", 1, {})).problems
     assert [(p.field, p.message) for p in not_a_list] == [("assert", "'x' is not of type 'array'")]

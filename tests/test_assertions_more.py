@@ -16,7 +16,7 @@ from envelope_ci.errors import UsageError
 from envelope_ci.grading import grade as grade_module
 from envelope_ci.grading.assertions.json_path import json_equal, lookup, parse_path
 from envelope_ci.model import Envelope, Label
-from envelope_ci.sources.cases import load_cases, validate_raw
+from envelope_ci.sources.cases import checked, load_cases
 from envelope_ci.sources.parse import RawCase
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -35,7 +35,7 @@ def label_of(answer: str | dict, *entries: dict, **fields) -> tuple[Label, tuple
 def problems_of(*entries: dict) -> list[str]:
     """Load-time problems of a case with these assertions (its `assert` key on line 4 of cases.yaml)."""
     raw = RawCase({"id": "c", "prompt": "p", "assert": list(entries)}, "cases.yaml", 3, {"assert": 4})
-    return [str(p) for p in validate_raw(raw)]
+    return [str(p) for p in checked(raw).problems]
 
 
 # -- text assertions ------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.fastschema import compile_check
 from envelope_ci.sources import cases as cases_module
 from envelope_ci.sources import parse
-from envelope_ci.sources.cases import case_schema, not_json, validate_raw
+from envelope_ci.sources.cases import case_schema, checked, not_json
 from envelope_ci.sources.parse import RawCase, numbered_lines, parse_file
 from envelope_ci.sources.recordings import ENVELOPE_SCHEMA
 
@@ -171,7 +171,7 @@ def _problems(data: Any, fast: bool, monkeypatch: pytest.MonkeyPatch) -> list[st
     with monkeypatch.context() as patched:
         if not fast:
             patched.setattr(cases_module, "_case_check", lambda: None)
-        return [str(p) for p in validate_raw(RawCase(data, "cases.yaml", 3, {"id": 3, "prompt": 4}))]
+        return [str(p) for p in checked(RawCase(data, "cases.yaml", 3, {"id": 3, "prompt": 4})).problems]
 
 
 @pytest.mark.parametrize("change", MALFORMED, ids=lambda change: ",".join(map(str, change)))
@@ -295,4 +295,4 @@ def test_a_vouched_case_gets_the_same_problems_as_a_walked_one(line: str, vouche
     path.write_text(line + "\n", encoding="utf-8")
     (raw,) = parse_file(path, "cases.jsonl")
     assert raw.plain is vouched
-    assert [str(p) for p in validate_raw(raw)] == [str(p) for p in validate_raw(dataclasses.replace(raw, plain=False))]
+    assert [str(p) for p in checked(raw).problems] == [str(p) for p in checked(dataclasses.replace(raw, plain=False)).problems]

@@ -346,6 +346,7 @@ def _assertions_read(cases):
     return [(c.id, c.digest, [(e.name, type(e.value).__name__) for e in c.expectations], c.messages) for c in cases]
 
 
+@pytest.mark.skipif(not parallel.forks(), reason="workers are forked only where fork exists and there is a second core")
 def test_cases_built_from_checks_made_in_workers_are_the_cases_built_here(tmp_path, monkeypatch):
     """Workers send their checks without the assertions they read (they do not pickle): building reads them again, the same."""
     schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}

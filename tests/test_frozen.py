@@ -97,7 +97,8 @@ REFUSED: dict[str, Any] = {
     "a field behind a property": dataclasses.make_dataclass("Property", [("a", int, dataclasses.field(default=property()))], frozen=True),
     "its own __getattribute__": dataclasses.make_dataclass("Getattribute", [("a", int)], frozen=True,
                                                            namespace={"__getattribute__": lambda self, name: object.__getattribute__(self, name)}),
-    "a field named as the made __init__'s local": dataclasses.make_dataclass("Local", [("_quick_init_dict", int)], frozen=True),
+    **{f"a field named {name}, as the made __init__ names its own": dataclasses.make_dataclass("Clash", [("a", int), (name, int)], frozen=True)
+       for name in ("self", "_quick_init_dict", "_set_a", "_FROM_FACTORY")},
     "not frozen": dataclasses.make_dataclass("NotFrozen", [("a", int)], slots=True),
     "a __post_init__": dataclasses.make_dataclass("AfterInit", [("a", int)], namespace={"__post_init__": lambda self: None},
                                                   frozen=True, slots=True),

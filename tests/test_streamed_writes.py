@@ -10,16 +10,18 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES, case, make_suite, run_report
 
-from envelope_ci import atomic, result
+from envelope_ci import atomic, held
 from envelope_ci.api import run
 from envelope_ci.cli import main
 from envelope_ci.config import RunConfig
-from envelope_ci.formats import markdown
+from envelope_ci.formats import markdown, registry
 from envelope_ci.formats.base import ReportFormat
 from envelope_ci.formats.builtin import JSON, JUNIT, MARKDOWN
 from envelope_ci.formats.registry import write_reports
 from envelope_ci.model import Case, Detail
+from envelope_ci.report.codec import to_json
 from envelope_ci.report.model import Report
+from envelope_ci.result import RunResult
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -75,9 +77,20 @@ def test_a_big_report_comes_a_row_at_a_time(big: Report, fmt: ReportFormat) -> N
     assert all(row.id in "".join(parts) for row in big.cases[::97])
 
 
-def test_a_format_without_parts_is_written_from_its_render(small: Report) -> None:
+def test_a_format_without_parts_is_written_from_its_render(small: Report, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     plain = ReportFormat("csv", "cases.csv", lambda report, detail: "".join(f"{c.id}\n" for c in report.cases))
-    assert plain.text_parts(small, Detail.FULL) == ("".join(f"{c.id}\n" for c in small.cases),)
+    formats = {**registry.report_formats(), "csv": plain}
+    monkeypatch.setattr(registry, "report_formats", lambda: formats)
+    write_reports(small, tmp_path, ("csv",))
+    assert (tmp_path / "cases.csv").read_text("utf-8") == "".join(f"{c.id}\n" for c in small.cases)
+
+
+def test_report_json_is_the_report_data_with_a_row_a_line(big: Report) -> None:
+    text = "".join(JSON.text_parts(big, Detail.FULL))
+    assert json.loads(text) == big.to_json()
+    opened = text.index('\n  "cases": [\n') + len('\n  "cases": [\n')
+    lines = text[opened:text.rindex("\n  ]\n}\n")].split(",\n")
+    assert lines == ["    " + json.dumps(to_json(row), ensure_ascii=False) for row in big.cases]
 
 
 def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
@@ -97,21 +110,23 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
 
 
 @pytest.fixture
-def held(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+def kept(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """What is held to the exit, in a list of this test's own."""
-    kept: list[object] = []
-    monkeypatch.setattr(result, "_HELD", kept)
-    return kept
+    objects: list[object] = []
+    monkeypatch.setattr(held, "_HELD", objects)
+    return objects
 
 
-def test_held_to_exit_only_within_holding(held: list[object]) -> None:
-    first, second = object(), object()
-    result.hold_to_exit(first)
-    assert held == []
-    with result.holding_to_exit():
-        result.hold_to_exit(second)
-    result.hold_to_exit(first)
-    assert held == [(second,)]
+def test_held_to_exit_only_within_holding(kept: list[object]) -> None:
+    first, second, third = object(), object(), object()
+    held.hold_to_exit(first)
+    assert kept == []
+    with held.holding_to_exit():
+        with held.holding_to_exit():
+            held.hold_to_exit(second)
+        held.hold_to_exit(third)  # the inner block ended, the outer holds on
+    held.hold_to_exit(first)
+    assert kept == [(second,), (third,)]
 
 
 def _suite_config(tmp_path: Path) -> RunConfig:
@@ -119,23 +134,23 @@ def _suite_config(tmp_path: Path) -> RunConfig:
     return RunConfig(fixtures_dir=suite, pins_path=suite / "envelope-pins.json", out_dir=tmp_path / "out")
 
 
-def test_a_run_holding_to_exit_holds_its_cases_and_reports_the_same(tmp_path: Path, held: list[object]) -> None:
+def test_a_run_holding_to_exit_holds_its_cases_and_writes_the_same_reports(tmp_path: Path, kept: list[object]) -> None:
     config = _suite_config(tmp_path)
     freed = run(config)
-    assert held == []
-    with result.holding_to_exit():
-        kept = run(dataclasses.replace(config, out_dir=tmp_path / "kept"))
-    cases = [c for objects in held for each in objects if isinstance(each, list) for c in each if isinstance(c, Case)]
+    assert kept == []
+    with held.holding_to_exit():
+        holding = run(dataclasses.replace(config, out_dir=tmp_path / "kept"))
+    cases = [c for objects in kept for each in objects if isinstance(each, list) for c in each if isinstance(c, Case)]
     assert sorted({c.id for c in cases}) == ["c0", "c1", "c2"]
-    assert kept.report.cases == freed.report.cases and kept.exit_code == freed.exit_code
+    assert holding.report == freed.report and holding.exit_code == freed.exit_code
     for name in ("report.json", "report.md", "junit.xml"):
-        assert (tmp_path / "kept" / name).exists() and (tmp_path / "out" / name).exists()
+        assert (tmp_path / "kept" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
 
 
-def test_the_command_holds_its_result_only_when_asked(tmp_path: Path, held: list[object]) -> None:
+def test_the_command_holds_its_result_only_when_asked(tmp_path: Path, kept: list[object]) -> None:
     config = _suite_config(tmp_path)
     assert main(["run", str(config.fixtures_dir), "--out", str(tmp_path / "a"), "--quiet"]) == 0
-    assert held == []
+    assert kept == []
     assert main(["run", str(config.fixtures_dir), "--out", str(tmp_path / "b"), "--quiet"], hold=True) == 0
-    assert any(isinstance(each, result.RunResult) for objects in held for each in objects)
-    assert not result._holding  # the block ends with the command
+    assert any(isinstance(each, RunResult) for objects in kept for each in objects)
+    assert not held._holding  # the block ends with the command

@@ -84,13 +84,14 @@ _CELL_BETWEEN = " | "
 
 def table_of_lines(headers: Sequence[str], lines: Sequence[str]) -> str:
     """A GFM table of rows already written as lines (``| a | b |``): unpadded when long, padded by ``table`` otherwise."""
-    if len(lines) <= PADDED_ROWS_MAX:
-        return table(headers, [line[2:-2].split(_CELL_BETWEEN) for line in lines])
-    return "".join(_unpadded_parts(headers, lines))
+    return "".join(_table_parts(headers, lines, len(lines)))
 
 
-def _unpadded_parts(headers: Sequence[str], lines: Iterable[str]) -> Iterator[str]:
-    """A long table's text in parts: its head, then a line each row, as they come."""
+def _table_parts(headers: Sequence[str], lines: Iterable[str], count: int) -> Iterator[str]:
+    """``table_of_lines`` of ``count`` lines in parts: a long table's head, then a line each row as it comes."""
+    if count <= PADDED_ROWS_MAX:
+        yield table(headers, [line[2:-2].split(_CELL_BETWEEN) for line in lines])
+        return
     yield "\n".join(["| " + _CELL_BETWEEN.join(headers) + " |", "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"])
     for line in lines:
         yield "\n"
@@ -501,10 +502,7 @@ def cases_table_parts(cases: Sequence[CaseRow]) -> Iterator[str]:
     lines = (_case_line(c, streamed, stratum) for c in cases)
     headers = ["case", "stratum", "label", "channel", "chars", "tokens", *(["ttft ms"] if streamed else []),
                "ms", "p95", "pin chars", "pin ms", "attempts", "outcome"]
-    if len(cases) <= PADDED_ROWS_MAX:
-        yield table_of_lines(headers, list(lines))
-    else:
-        yield from _unpadded_parts(headers, lines)
+    yield from _table_parts(headers, lines, len(cases))
 
 
 # The pin's cells of a case without one.
@@ -557,8 +555,9 @@ _TABLE_HERE = "\x00cases table\x00"
 def markdown_parts(report: Report, detail: Detail = Detail.FULL) -> Iterator[str]:
     """``render_markdown``'s text in parts, the table of every case (report.md's bulk) a line at a time as it is written.
 
-    The rest is rendered whole around a mark where that table goes. The table ends in ``|``, so
-    the final ``rstrip`` of ``render_markdown`` never reaches into it: the parts join to its text.
+    The rest is rendered whole around a mark where that table goes, and cut at it. The parts join
+    to ``render_markdown``'s text: its final ``rstrip`` stops at the note after the table, and would
+    stop at the table's last ``|`` were nothing after it.
     """
     if Detail(detail) is not Detail.FULL:
         yield render_markdown(report, detail)

@@ -23,7 +23,7 @@ from ..grading.assertions.base import Expectation
 from ..grading.assertions.registry import lookup, schema_fragments, shorthands
 from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import STRATA, Case
-from ..parallel import parallel_map
+from ..parallel import parallel_map, spreads
 from .files import CASE_SUFFIXES, case_files
 from .parse import RawCase, parse_file
 from .recordings import envelope_problem
@@ -126,13 +126,9 @@ def _not_json(value: Any) -> tuple[list[Any], str] | None:
     return None
 
 
-def validate_raw(raw: RawCase) -> list[Problem]:
-    """Problems with one case: the format schema, then each assertion's own value (a JSON Schema that is not one, say)."""
-    return _validated(raw)[0]
-
-
 def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Expectation]] | None]:
-    """``validate_raw``'s problems, and the case's assertions as written (``_raw_expectations``) when it read them."""
+    """Problems with one case (the format schema, then each assertion's own value: a JSON Schema that is not one, say),
+    and its assertions as written (``_raw_expectations``) when it read them."""
     if not isinstance(raw.data, dict):
         return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")], None
     if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
@@ -325,11 +321,15 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
             raws += attach_recorded(parse_file(path, shown), path, shown)
         except UsageError as exc:
             problems += exc.problems
+    # Checked on other cores ahead of building when that is worth it; else each here just before it is
+    # built, so that what checking read of it (its assertions) is held only until then.
+    ahead = iter(parallel_map(checked, raws)) if spreads(len(raws)) else None
     # Each raw case let go once built: held to the end, they and the cases together set a big suite's peak memory.
-    pending = deque(zip(raws, parallel_map(checked, raws), strict=True))
+    pending = deque(raws)
     raws.clear()
     while pending:
-        raw, (found, case_digest, written) = pending.popleft()
+        raw = pending.popleft()
+        found, case_digest, written = next(ahead) if ahead is not None else checked(raw)
         if found:
             problems += found
             continue

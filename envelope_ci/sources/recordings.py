@@ -172,7 +172,7 @@ def _packed_line(line: ReplayLine) -> tuple[Any, ...]:
 
 def _unpacked_line(data: tuple[Any, ...]) -> ReplayLine:
     number, case_id, held, problem, requests = data
-    if held.__class__ is str:  # a line kept as its text: nothing in it to rebuild
+    if isinstance(held, str):  # a line kept as its text: nothing in it to rebuild
         return tuple.__new__(ReplayLine, data)
     return tuple.__new__(ReplayLine, (number, case_id, tuple([unpacked_ahead(a) for a in held]), problem, requests))
 

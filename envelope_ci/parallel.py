@@ -63,6 +63,19 @@ def _child(job: Callable[[], None]) -> None:
     job()
 
 
+def _writer(job: Callable[[], None]) -> None:
+    """A child of ``run_concurrently``: it finishes its files through a SIGTERM, as this process does.
+
+    The command line answers SIGTERM (a cancelled CI job) by stopping politely, with reports; a
+    writer killed by it mid-file left its temporary file, and this process, finding it failed,
+    reported an internal error instead of the run. Nothing here stops a writer with SIGTERM (it is
+    joined, never terminated); SIGKILL still ends it.
+    """
+    _default_signals()
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    job()
+
+
 def _run_slice(bounds: tuple[int, int]) -> list[Any]:
     assert _work is not None
     fn, items = _work
@@ -87,7 +100,7 @@ def run_concurrently(jobs: Sequence[Callable[[], None]], parallel: bool = True) 
     ctx = multiprocessing.get_context("fork")
     rest = jobs[1:]
     shares = min(len(rest), max(1, (os.cpu_count() or 1) - 1))
-    children = [ctx.Process(target=_child, args=(one_after_another(rest[i::shares]),)) for i in range(shares)]
+    children = [ctx.Process(target=_writer, args=(one_after_another(rest[i::shares]),)) for i in range(shares)]
     with _forking():
         for child in children:
             child.start()

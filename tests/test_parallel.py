@@ -4,6 +4,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 import time
 from functools import partial
 from pathlib import Path
@@ -244,6 +245,18 @@ def test_concurrent_jobs_run_once_each_with_a_child_per_other_core(tmp_path):
     assert pids[0] == parent and parent not in pids[1:]  # this process runs the first, children the rest
     assert len(set(pids[1:])) == min(4, (os.cpu_count() or 1) - 1)  # one child per other core, not one per job
     assert not multiprocessing.active_children()
+
+
+def test_a_concurrent_writer_finishes_its_file_through_a_sigterm(tmp_path):
+    parent = os.getpid()
+
+    def cancelled_midway() -> None:
+        assert os.getpid() != parent  # in a child: never the test's own process
+        os.kill(os.getpid(), signal.SIGTERM)  # a cancelled job, while this child writes
+        (tmp_path / "written").write_text("whole", "utf-8")
+
+    run_concurrently([lambda: None, cancelled_midway])
+    assert (tmp_path / "written").read_text("utf-8") == "whole"
 
 
 def test_a_failed_concurrent_job_is_an_error_here(tmp_path):

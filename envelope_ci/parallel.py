@@ -160,9 +160,7 @@ def spreads(count: int, min_items: int = MIN_ITEMS) -> bool:
 def _workers(count: int, min_items: int) -> int:
     """The processes ``parallel_map`` would work this many items in now: 1 is this one alone."""
     workers = min((os.cpu_count() or 1) - _busy(), 8)
-    if count < min_items or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return workers
+    return workers if count >= min_items and workers >= 2 and forks() else 1
 
 
 # Items per message from a background job: the parent never holds its list whole as pickled bytes.

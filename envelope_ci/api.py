@@ -204,7 +204,7 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
                          live=outcome.live_run())
     replay = replay_of(replay_lines(), config.replay.as_posix(), suite_ids) if config.replay else None
     recorded = offline_envelopes(cases, replay)
-    return _Gathered(recorded, replayed=sum(c.id in replay.held for c in cases) if replay else 0, requests=recorded.requests)
+    return _Gathered(recorded, replayed=recorded.replayed, requests=recorded.requests)
 
 
 def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig, started_at: float) -> LiveOutcome:

@@ -251,6 +251,43 @@ def test_offline_envelopes_sources(tmp_path):
     assert offline_envelopes(cases, replay)["c"][0].body["choices"][0]["message"]["content"] == "replayed"
 
 
+def test_offline_envelopes_a_replay_of_every_case_and_a_replay_of_some(tmp_path):
+    """The replay wins over a fixture's own recording; requests and the replayed count are the same either way round."""
+    root = make_suite(tmp_path, [
+        {"id": "a", "prompt": "p", "recorded": recorded(chat_body("fixture"))},
+        {"id": "b", "prompt": "p", "completion": "hand-written"},
+    ])
+    cases = load_cases(root, set())
+    line = {"id": "a", "recorded": recorded(chat_body("replayed"))}
+    asked = {"digest": "sha256:x", "parts": {}}
+    some = offline_envelopes(cases, Replay({"a": [json.dumps(line)]}, {"a": [asked]}))
+    assert (some.replayed, list(some), len(some)) == (1, ["a", "b"], 2)
+    assert some["a"][0].body["choices"][0]["message"]["content"] == "replayed"
+    assert some["b"] == [Envelope(completion="hand-written")]
+    assert dict(some.requests) == {"a": [asked], "b": []}
+    every = offline_envelopes(cases, Replay({"a": [json.dumps(line)], "b": [json.dumps({**line, "id": "b"})]}, {"a": [asked], "b": [None, None]}))
+    assert (every.replayed, list(every)) == (2, ["a", "b"])
+    assert every["b"][0].body["choices"][0]["message"]["content"] == "replayed"
+    assert dict(every.requests) == {"a": [asked], "b": [None, None]}
+    # A replay that also holds cases a --filter left out: only the selected cases' requests.
+    wider = offline_envelopes(cases[:1], Replay({"a": [json.dumps(line)], "b": [json.dumps({**line, "id": "b"})]}, {"a": [asked], "b": [None]}))
+    assert (wider.replayed, dict(wider.requests)) == (1, {"a": [asked]})
+    with pytest.raises(KeyError):
+        wider["no-such-case"]
+
+
+def test_replay_of_keeps_each_cases_lines_in_file_order_and_leaves_its_input_alone(tmp_path):
+    path = tmp_path / "replay.jsonl"
+    lines = [{"id": "a", "recorded": recorded(chat_body(f"answer {i}"))} for i in range(3)]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    read = read_replay(path)
+    before = [tuple(x) for x in read]
+    replay = replay_of(read, "replay.jsonl", {"a"})
+    assert [e.reply.content for e in replay.envelopes("a")] == ["answer 0", "answer 1", "answer 2"]
+    assert replay.requests["a"] == [None, None, None]
+    assert [tuple(x) for x in read] == before and replay_of(read, "replay.jsonl", {"a"}).requests["a"] == [None, None, None]
+
+
 def test_case_with_nothing_to_grade_offline(tmp_path):
     cases = load_cases(make_suite(tmp_path, [{"id": "live-only", "prompt": "p", "must_include": ["x"]}]), set())
     with pytest.raises(UsageError) as info:

@@ -90,11 +90,12 @@ def _message_words(name: str, case: Case, added: bool, removed: bool) -> str:
     return f"{role}: {source} changed" if source else f"{name}.content"
 
 
-def staleness(case: Case, recorded: list[Mapping[str, Any] | None], temperature: float) -> tuple[str | None, bool]:
+def staleness(case: Case, recorded: Sequence[Mapping[str, Any] | None], temperature: float) -> tuple[str | None, bool]:
     """(what differs for the first stale recording or None, whether any recording has no request record)."""
     unverified = False
     for request in recorded:
-        if not isinstance(request, Mapping) or "digest" not in request:
+        # None, an older recording's, settled before the costlier check of an abstract type.
+        if request is None or not isinstance(request, Mapping) or "digest" not in request:
             unverified = True
             continue
         parts = request.get("parts") or {}
@@ -116,7 +117,7 @@ def check_recordings(cases: list[Case] | tuple[Case, ...], requests: Mapping[str
     stale: dict[str, str] = {}
     unverified: list[str] = []
     for case in cases:
-        recorded = list(requests.get(case.id, ()))
+        recorded = requests.get(case.id)
         if not recorded:
             continue
         moved, legacy = staleness(case, recorded, temperature)

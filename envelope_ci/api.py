@@ -27,7 +27,7 @@ from .grading.grade import grade_all
 from .held import hold_to_exit
 from .merging import merge as merge  # the library's second call, in a module of its own (see there)
 from .model import VERDICT_EXIT, Case, Grade, Pins
-from .parallel import in_background
+from .parallel import forks, in_background
 from .report.build import base_diff_rows, build_report, scrub
 from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
 from .report.notes import run_notes
@@ -37,7 +37,7 @@ from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
 from .shard import select as shard_select
-from .sources.cases import load_cases
+from .sources.cases import SuiteDigests, attach_digests, load_cases, suite_case_digests
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
@@ -150,8 +150,8 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     watch = watch or Watch()
-    with cyclic_gc_paused(), _reading_replay(config) as replay_lines:
-        judged = _run(config, base, fetch, watch, started_at, replay_lines)
+    with cyclic_gc_paused(), _reading_replay(config) as replay_lines, _digesting(config) as digests:
+        judged = _run(config, base, fetch, watch, started_at, replay_lines, digests)
         # Written once the run's cases, grades and analysis are let go (or held to the exit: ``hold_to_exit``).
         watch.phase("writing the reports")
         return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
@@ -166,8 +166,22 @@ def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], li
     path = config.replay
     if path is None:  # a live run has none (check_config)
         return nullcontext(list)
-    big = path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
-    return in_background(partial(read_replay, path), wanted=big, packing=REPLAY_PACKING)
+    return in_background(partial(read_replay, path), wanted=_big_replay(path), packing=REPLAY_PACKING)
+
+
+def _big_replay(path: Path) -> bool:
+    return path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES and forks()
+
+
+def _digesting(config: RunConfig) -> AbstractContextManager[Callable[[], list[SuiteDigests]] | None]:
+    """The fixtures' case digests worked out in an idle child, once the replay's reader leaves its core: with a big replay only.
+
+    None: the run loads its cases with their digests. The case with a big replay is the one where
+    the loading is the run's longest wait, and another core is free once the replay is read.
+    """
+    if config.replay is None or not _big_replay(config.replay):
+        return nullcontext(None)
+    return in_background(partial(suite_case_digests, config.fixtures_dir, _excluded(config)), idle=True)
 
 
 def _excluded(config: RunConfig) -> set[Path]:
@@ -232,11 +246,11 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
 
 
 def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float,
-         replay_lines: Callable[[], list[ReplayLine]]) -> RunResult:
-    """The run up to its report: ``run`` writes the files."""
+         replay_lines: Callable[[], list[ReplayLine]], digests_later: Callable[[], list[SuiteDigests]] | None = None) -> RunResult:
+    """The run up to its report: ``run`` writes the files (``digests_later``: the cases' digests, when another process works them out)."""
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
-    cases = load_cases(config.fixtures_dir, excluded)
+    cases = load_cases(config.fixtures_dir, excluded, digested=digests_later is None)
     settings = load_file_config(config.fixtures_dir, config.config_path)
     settings = replace(settings, endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
     pins = read_pins(config.pins_path)
@@ -266,6 +280,8 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     # (the console script holds them to its exit instead: ``held``).
     hold_to_exit(gathered.envelopes)
     gathered = replace(gathered, envelopes={})
+    if digests_later is not None:  # the first stage that reads them is the judging
+        attach_digests(suite, digests_later()[0], digests)
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
                      _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
 

@@ -11,6 +11,7 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import ForkingPickler
@@ -190,7 +191,8 @@ class Packing(Generic[T]):
 
 
 @contextmanager
-def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packing[T] | None = None) -> Iterator[Callable[[], list[T]]]:
+def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packing[T] | None = None,
+                  idle: bool = False) -> Iterator[Callable[[], list[T]]]:
     """A call that returns ``fn()``, a list, worked out meanwhile in a forked child when ``wanted`` and possible.
 
     For a job that reads its own input (a big ``--replay`` file), started while the heap is still
@@ -201,16 +203,22 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
     unpacked here. A UsageError in the child is raised by the call with its problems; any other
     failure runs ``fn`` again in this process, so that its error is the real one. A child still
     working when the block ends (the run failed first) is stopped.
+
+    An ``idle`` job takes only what the other processes leave of the cores: its child runs at the
+    lowest priority (nice 19), so it slows no one while every core is busy, and is not counted as
+    a busy core (``parallel_map``).
     """
     if not wanted or not forks():
         yield fn
         return
     ctx = multiprocessing.get_context("fork")
     receiving, sending = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(lambda: _send_outcome(fn, receiving, sending, packing),), daemon=True)
+    job = partial(_send_outcome, fn, receiving, sending, packing)
+    child = ctx.Process(target=_child, args=(partial(_lowest_priority, job) if idle else job,), daemon=True)
     with _forking():
         child.start()
-    _background.add(child)
+    if not idle:
+        _background.add(child)
     sending.close()
 
     def outcome() -> list[T]:
@@ -237,6 +245,12 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
         if child.is_alive():
             child.terminate()
             child.join()
+
+
+def _lowest_priority(job: Callable[[], None]) -> None:
+    """In an ``idle`` job's child: ``job`` at nice 19, run only on what the other processes leave of the cores."""
+    os.nice(19)
+    job()
 
 
 def _send_outcome(fn: Callable[[], list[Any]], receiving: Connection, sending: Connection, packing: Packing[Any] | None) -> None:

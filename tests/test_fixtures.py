@@ -14,7 +14,16 @@ from envelope_ci import parallel
 from envelope_ci.errors import Problem, UsageError
 from envelope_ci.grading.grade import grade
 from envelope_ci.model import Envelope, Label
-from envelope_ci.sources.cases import Checked, build_case, case_schema, checked, load_cases
+from envelope_ci.sources.cases import (
+    DIGEST_LATER,
+    Checked,
+    attach_digests,
+    build_case,
+    case_schema,
+    checked,
+    load_cases,
+    suite_case_digests,
+)
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES, RawCase
 from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay, replay_of
@@ -405,3 +414,39 @@ def test_a_check_sent_between_processes_leaves_its_assertions_behind():
     assert made.problems == [] and made.digest and sorted(where for where, _ in made.written or ()) == ["must_include", "schema"]
     assert pickle.loads(pickle.dumps(made)) == Checked([], made.digest, None)
     assert build_case(raw, made.digest, written=made.written) == build_case(raw, made.digest)
+
+
+# -- case digests worked out in another process (a big replay's run) -----------------------------
+
+def _digest_suite(tmp_path: Path) -> Path:
+    """Cases in YAML with defaults, in JSONL, one naming a prompt file, one answered by a sidecar line."""
+    root = make_suite(tmp_path, files={
+        "a.yaml": "defaults:\n  max_chars: 90\ncases:\n  - {id: y1, prompt: one}\n  - {id: y2, prompt: two, max_chars: 20}\n",
+        "b.jsonl": [case("j1", expect_json={"answer": 42}), {"id": "j2", "prompt_file": "p.txt"}],
+        "b.jsonl.recorded.jsonl": json.dumps({"id": "j1", "recorded": recorded(chat_body("x"))}) + "\n",
+        "p.txt": "a prompt from a file",
+    })
+    return root
+
+
+def test_digests_worked_out_elsewhere_are_the_digests_of_loading(tmp_path):
+    root = _digest_suite(tmp_path)
+    whole = load_cases(root, set())
+    later = load_cases(root, set(), digested=False)
+    assert [c.id for c in later] == [c.id for c in whole] == ["y1", "y2", "j1", "j2"]
+    # A case that names a file is digested as it loads, with the file: the others wait for theirs.
+    assert [c.digest == DIGEST_LATER for c in later] == [True, True, True, False]
+    attach_digests(later, suite_case_digests(root, set())[0], fixture_digests(root, set()))
+    assert [c.digest for c in later] == [c.digest for c in whole] and all(c.digest.startswith("sha256:") for c in whole)
+
+
+def test_digests_of_fixtures_that_changed_meanwhile_are_refused(tmp_path):
+    root = _digest_suite(tmp_path)
+    later = load_cases(root, set(), digested=False)
+    files_then = fixture_digests(root, set())
+    (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
+    with pytest.raises(UsageError, match="fixtures changed while this run read them \\(a.yaml\\)"):
+        attach_digests(later, suite_case_digests(root, set())[0], files_then)
+    assert all(c.digest == DIGEST_LATER for c in later[:3])  # nothing half given
+    with pytest.raises(UsageError, match="a case was added or removed"):
+        attach_digests(later[:3], suite_case_digests(root, set())[0], fixture_digests(root, set()))

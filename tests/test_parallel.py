@@ -1,6 +1,7 @@
 """parallel.in_background: a job worked out in a forked child while the run goes on, and every way it can end."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
@@ -232,6 +233,9 @@ def test_a_core_a_background_job_works_on_is_not_given_to_parallel_map(monkeypat
     with in_background(lambda: [time.sleep(3)]):
         assert set(parallel_map(where, items, min_items=2)) == {os.getpid()}  # one core left: all here
     assert set(parallel_map(where, items, min_items=2)) != {os.getpid()}
+    with in_background(lambda: [time.sleep(3)], idle=True) as idle:  # it takes only what is left: no core counted
+        assert set(parallel_map(where, items, min_items=2)) != {os.getpid()}
+        assert idle() == [None]
 
 
 def test_concurrent_jobs_run_once_each_with_a_child_per_other_core(tmp_path):
@@ -265,3 +269,42 @@ def test_a_failed_concurrent_job_is_an_error_here(tmp_path):
 
     with pytest.raises(RuntimeError, match="1 of 1 child processes writing in parallel failed"):
         run_concurrently([lambda: None, lambda: None, fails])
+
+
+def test_pins_and_fixture_changes_are_the_same_with_the_digests_worked_out_meanwhile(tmp_path, monkeypatch):
+    """A big replay's run loads its cases without their digests and has an idle child work them out: nothing it writes differs."""
+    from conftest import answer_envelope, run_cli
+
+    import envelope_ci.api as api
+
+    digesters = tmp_path / "digesters"
+    real = api.suite_case_digests
+
+    def noted(root, exclude):
+        with digesters.open("a") as fh:
+            fh.write(f"{os.getpid()} {os.getpriority(os.PRIO_PROCESS, 0)}\n")
+        return real(root, exclude)
+
+    monkeypatch.setattr(api, "suite_case_digests", noted)
+    lines = [(f"c{i}", answer_envelope()) for i in range(3)]
+    pins = tmp_path / "suite" / "envelope-pins.json"
+    written = {}
+    for name, early_bytes in (("in-turn", 1 << 40), ("early", 0)):
+        pins.unlink(missing_ok=True)
+        _replay_run(tmp_path, monkeypatch, early_bytes, lines, f"first-{name}")
+        suite, replay = tmp_path / "suite", tmp_path / "replay.jsonl"
+        result = run_cli(["run", suite, "--replay", replay, "--out", tmp_path / f"pins-{name}", "--lane", "adjudication", "--write-pins"])
+        assert result.code == 0, result.err
+        written[name] = pins.read_bytes()
+    assert written["early"] == written["in-turn"] and b"sha256:" in written["early"]
+    # The digests were worked out elsewhere, at the lowest priority, in the early runs only.
+    pids, priorities = zip(*(line.split() for line in digesters.read_text().splitlines()), strict=True)
+    assert len(pids) == 2 and str(os.getpid()) not in pids and set(priorities) == {"19"}
+    # A case edited after the pins is found modified either way, by its digest.
+    cases_file = tmp_path / "suite" / "cases.yaml"
+    cases_file.write_text(cases_file.read_text("utf-8").replace("Prompt for c1.", "Prompt for c1, edited."), "utf-8")
+    for name, early_bytes in (("in-turn", 1 << 40), ("early", 0)):
+        _replay_run(tmp_path, monkeypatch, early_bytes, lines, f"edited-{name}")
+    edited = (tmp_path / "edited-early" / "report.json").read_bytes()
+    assert edited == (tmp_path / "edited-in-turn" / "report.json").read_bytes()
+    assert json.loads(edited)["fixtures"]["modified"] == ["c1"]

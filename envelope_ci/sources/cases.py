@@ -10,7 +10,8 @@ import difflib
 import json
 import math
 from collections import deque
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
+from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,7 +25,7 @@ from ..grading.assertions.registry import lookup, schema_fragments, shorthands
 from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import STRATA, Case
 from ..parallel import parallel_map, spreads
-from .files import CASE_SUFFIXES, case_files
+from .files import CASE_SUFFIXES, case_files, fixture_digests
 from .parse import RawCase, parse_file
 from .recordings import envelope_problem
 from .refs import FileRefs
@@ -245,14 +246,19 @@ class Checked(NamedTuple):
         return Checked, (self.problems, self.digest, None)
 
 
-def checked(raw: RawCase) -> Checked:
-    """A case's problems, and its digest when it has none: the per-case work worth spreading over cores.
+def checked(raw: RawCase, digested: bool = True) -> Checked:
+    """A case's problems, and its digest when it has none (and ``digested``): the per-case work worth spreading over cores.
 
     Its assertions as validating read them come too, so that building the case need not read them
-    again (a 100,000-case suite: 0.7 s), unless they were read in another process.
+    again (a 100,000-case suite: 0.7 s), unless they were read in another process. Undigested,
+    its digest is ``DIGEST_LATER``: another process works it out (``suite_case_digests``).
     """
     problems, written = _validated(raw)
-    return Checked(problems, None if problems else digest(raw.data), written)
+    return Checked(problems, None if problems else (digest(raw.data) if digested else DIGEST_LATER), written)
+
+
+# The digest of a case loaded to have it worked out elsewhere (``attach_digests`` gives it), unless it names a file.
+DIGEST_LATER = ""
 
 
 def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | None = None,
@@ -260,13 +266,17 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
     """A validated raw case as a frozen Case; the files it names are part of its digest.
 
     ``written``: its assertions as ``_raw_expectations`` reads them, when read already.
+    ``case_digest``: the digest of its data, None to work it out here, or ``DIGEST_LATER``.
     """
     data = raw.data
     refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
     if written is None:
         written = _raw_expectations(data)  # read once: the files they name, then their prepared values
     files = _named_files(raw, refs, written)
-    case_digest = digest([data, files]) if files else (case_digest or digest(data))
+    if files:  # the files it names are part of its digest: worked out here, where they were read
+        case_digest = digest([data, files])
+    elif case_digest is None:
+        case_digest = digest(data)
     messages = _messages(raw, refs)
     recorded = data.get("recorded")
     if isinstance(recorded, dict):
@@ -306,30 +316,40 @@ def _one_per_recordings_file(problems: list[Problem]) -> list[Problem]:
     return out
 
 
-def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> list[Case]:
-    """Every case under ``root``, validated; all problems raised together."""
-    if not root.is_dir():
-        raise UsageError(f"{root}: not a directory of fixtures")
+def raw_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> tuple[list[RawCase], list[Problem]]:
+    """Every case under ``root`` as read, in order, and the problems of the files that could not be read."""
     problems: list[Problem] = []
-    cases: list[Case] = []
-    first_seen: dict[str, str] = {}
     raws: list[RawCase] = []
-    refs = FileRefs.for_fixtures(root)
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
             raws += attach_recorded(parse_file(path, shown), path, shown)
         except UsageError as exc:
             problems += exc.problems
+    return raws, problems
+
+
+def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None, digested: bool = True) -> list[Case]:
+    """Every case under ``root``, validated; all problems raised together.
+
+    Not ``digested``, a case that names no file is given the digest ``DIGEST_LATER``, and
+    ``attach_digests`` gives it its own once another process has worked it out.
+    """
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory of fixtures")
+    cases: list[Case] = []
+    first_seen: dict[str, str] = {}
+    refs = FileRefs.for_fixtures(root)
+    raws, problems = raw_cases(root, exclude, shown_root)
     # Checked on other cores ahead of building when that is worth it; else each here just before it is
     # built, so that what checking read of it (its assertions) is held only until then.
-    ahead = iter(parallel_map(checked, raws)) if spreads(len(raws)) else None
+    ahead = iter(parallel_map(partial(checked, digested=digested), raws)) if spreads(len(raws)) else None
     # Each raw case let go once built: held to the end, they and the cases together set a big suite's peak memory.
     pending = deque(raws)
     raws.clear()
     while pending:
         raw = pending.popleft()
-        found, case_digest, written = next(ahead) if ahead is not None else checked(raw)
+        found, case_digest, written = next(ahead) if ahead is not None else checked(raw, digested)
         if found:
             problems += found
             continue
@@ -352,3 +372,48 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
     return cases
 
 
+
+
+class SuiteDigests(NamedTuple):
+    """What ``suite_case_digests`` worked out, for ``attach_digests``."""
+
+    files: dict[str, str]  # each fixtures file read (relative POSIX path) -> the digest of its bytes
+    cases: list[str | None]  # the digest of each case read, in ``raw_cases`` order (None: its data has none)
+
+
+def suite_case_digests(root: Path, exclude: set[Path]) -> list[SuiteDigests]:
+    """The fixtures read again, in another process, for the digest of every case (as a list of one, for ``in_background``).
+
+    A 100,000-case suite's digests cost 1.3 s of loading it (canonical JSON and sha256 of each
+    case): worked out on a core the replay's reader has left idle, they are needed only once the
+    run is judged. The files' digests, taken first, tell ``attach_digests`` they are the fixtures
+    this run loaded.
+    """
+    files = fixture_digests(root, exclude)
+    raws, _ = raw_cases(root, exclude)  # their problems are the run's own, found as it loaded them
+    return [SuiteDigests(files, [_digest_or_none(raw.data) for raw in raws])]
+
+
+def _digest_or_none(data: Any) -> str | None:
+    try:
+        return digest(data)
+    except (ValueError, TypeError, UnicodeError):  # not plain JSON: the run refuses such a case itself
+        return None
+
+
+def attach_digests(cases: Sequence[Case], found: SuiteDigests, files_now: Mapping[str, str]) -> None:
+    """Give each case loaded with ``DIGEST_LATER`` its digest (``cases``: every case ``load_cases`` returned, in order).
+
+    This completes their making: no stage reads a digest before the run is judged. Set through
+    the slot, as ``frozen.quick_init`` stores every field. A fixtures file that changed between
+    the two readings (``files_now``: this run's) would give a case another's digest: refused.
+    """
+    changed = sorted(path for path, file_digest in found.files.items() if files_now.get(path) != file_digest)
+    if changed or len(found.cases) != len(cases):
+        raise UsageError(f"the fixtures changed while this run read them ({', '.join(changed[:5]) or 'a case was added or removed'}): "
+                         "run it again on fixtures that stay still")
+    for case, case_digest in zip(cases, found.cases, strict=True):
+        if case.digest == DIGEST_LATER:
+            if case_digest is None:
+                raise UsageError(f"{case.file}: case {case.id!r} changed while this run read it: run it again")
+            object.__setattr__(case, "digest", case_digest)

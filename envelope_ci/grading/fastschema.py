@@ -44,6 +44,8 @@ def _is_number(x: Any) -> bool:
 
 
 def _is_integer(x: Any) -> bool:
+    if type(x) is int:  # what JSON gives, settled at once
+        return True
     return not isinstance(x, bool) and (isinstance(x, int) or (isinstance(x, float) and x.is_integer()))
 
 
@@ -174,7 +176,26 @@ class _Compiler:
         names = self.compile(keys["propertyNames"]) if "propertyNames" in keys else None
         missing = object()
         if not checks and extra_check is _always and names is None:
-            return lambda x: not isinstance(x, dict) or all(name in x for name in required)
+            if len(required) == 1:  # a oneOf/anyOf branch that asks for one key, the commonest
+                (only,) = required
+                return lambda x: not isinstance(x, dict) or only in x
+            return lambda x: not isinstance(x, dict) or all(map(x.__contains__, required))
+
+        if names is None and extra_check is None:  # additionalProperties: false, the commonest in our schemas
+
+            def closed(x: Any) -> bool:
+                if not isinstance(x, dict):
+                    return True
+                for name in required:
+                    if name not in x:
+                        return False
+                for key, value in x.items():
+                    found = checks.get(key)
+                    if found is None or not found(value):
+                        return False
+                return True
+
+            return closed
 
         def check(x: Any) -> bool:
             if not isinstance(x, dict):
@@ -222,7 +243,16 @@ def _any_of(checks: Sequence[Check]) -> Check:
 
 
 def _one_of(checks: Sequence[Check]) -> Check:
-    return lambda x: sum(1 for c in checks if c(x)) == 1
+    def check(x: Any) -> bool:
+        found = False
+        for c in checks:
+            if c(x):
+                if found:
+                    return False
+                found = True
+        return found
+
+    return check
 
 
 def _if(condition: Check, then: Check, otherwise: Check) -> Check:
@@ -236,8 +266,11 @@ def _type(value: Any) -> Check:
     if "integer" not in names and "number" not in names:  # plain Python types: one isinstance in C
         classes = tuple(_CLASSES[n] for n in names)
         return lambda x: isinstance(x, classes)
-    checks = [_TYPES[n] for n in names]
-    return checks[0] if len(checks) == 1 else _any_of(checks)
+    checks = [_TYPES[n] for n in names if n != "null"]
+    one = checks[0] if len(checks) == 1 else _any_of(checks)
+    if "null" in names:  # ["integer", "null"] and the like: None settled without a call
+        return lambda x: x is None or one(x)
+    return one
 
 
 def _enum(value: Any) -> Check:
@@ -285,12 +318,12 @@ def _sized(kind: type[str] | type[list[Any]], within: Callable[[int, int], bool]
 
 def _minimum(value: Any) -> Check:
     low = _bound(value)
-    return lambda x: not _is_number(x) or not x < low
+    return lambda x: not x < low if type(x) is int or type(x) is float else (not _is_number(x) or not x < low)
 
 
 def _maximum(value: Any) -> Check:
     high = _bound(value)
-    return lambda x: not _is_number(x) or not x > high
+    return lambda x: not x > high if type(x) is int or type(x) is float else (not _is_number(x) or not x > high)
 
 
 def _exclusive_minimum(value: Any) -> Check:

@@ -450,3 +450,9 @@ def test_digests_of_fixtures_that_changed_meanwhile_are_refused(tmp_path):
     assert all(c.digest == DIGEST_LATER for c in later[:3])  # nothing half given
     with pytest.raises(UsageError, match="a case was added or removed"):
         attach_digests(later[:3], suite_case_digests(root, set())[0], fixture_digests(root, set()))
+    # A case whose data the other reading could not digest: refused too, and nothing given before it.
+    files_now = fixture_digests(root, set())
+    reread = suite_case_digests(root, set())[0]
+    with pytest.raises(UsageError, match="case 'y2' changed while this run read it"):
+        attach_digests(later, reread._replace(cases=[reread.cases[0], None, *reread.cases[2:]]), files_now)
+    assert later[0].digest == DIGEST_LATER

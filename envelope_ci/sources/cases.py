@@ -372,8 +372,6 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None, di
     return cases
 
 
-
-
 class SuiteDigests(NamedTuple):
     """What ``suite_case_digests`` worked out, for ``attach_digests``."""
 
@@ -412,8 +410,9 @@ def attach_digests(cases: Sequence[Case], found: SuiteDigests, files_now: Mappin
     if changed or len(found.cases) != len(cases):
         raise UsageError(f"the fixtures changed while this run read them ({', '.join(changed[:5]) or 'a case was added or removed'}): "
                          "run it again on fixtures that stay still")
-    for case, case_digest in zip(cases, found.cases, strict=True):
-        if case.digest == DIGEST_LATER:
-            if case_digest is None:
-                raise UsageError(f"{case.file}: case {case.id!r} changed while this run read it: run it again")
-            object.__setattr__(case, "digest", case_digest)
+    given = [(case, case_digest) for case, case_digest in zip(cases, found.cases, strict=True) if case.digest == DIGEST_LATER]
+    unread = next((case for case, case_digest in given if case_digest is None), None)
+    if unread is not None:
+        raise UsageError(f"{unread.file}: case {unread.id!r} changed while this run read it: run it again")
+    for case, case_digest in given:
+        object.__setattr__(case, "digest", case_digest)

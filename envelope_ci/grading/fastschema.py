@@ -174,28 +174,11 @@ class _Compiler:
         extra = keys.get("additionalProperties", True)
         extra_check = None if extra is False else self.compile(extra)
         names = self.compile(keys["propertyNames"]) if "propertyNames" in keys else None
-        missing = object()
         if not checks and extra_check is _always and names is None:
             if len(required) == 1:  # a oneOf/anyOf branch that asks for one key, the commonest
                 (only,) = required
                 return lambda x: not isinstance(x, dict) or only in x
             return lambda x: not isinstance(x, dict) or all(map(x.__contains__, required))
-
-        if names is None and extra_check is None:  # additionalProperties: false, the commonest in our schemas
-
-            def closed(x: Any) -> bool:
-                if not isinstance(x, dict):
-                    return True
-                for name in required:
-                    if name not in x:
-                        return False
-                for key, value in x.items():
-                    found = checks.get(key)
-                    if found is None or not found(value):
-                        return False
-                return True
-
-            return closed
 
         def check(x: Any) -> bool:
             if not isinstance(x, dict):
@@ -206,11 +189,8 @@ class _Compiler:
             for key, value in x.items():
                 if names is not None and not names(key):
                     return False
-                found = checks.get(key, missing)
-                if found is missing:
-                    if extra_check is None or not extra_check(value):
-                        return False
-                elif not found(value):  # type: ignore[operator]
+                found = checks.get(key, extra_check)  # a key not named: additionalProperties' check, None when false
+                if found is None or not found(value):
                     return False
             return True
 

@@ -83,7 +83,10 @@ class Watch:
         """``doing`` begins, in the words a report says a run was stopped in ("grading", "writing the reports")."""
 
     def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
-        """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now."""
+        """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now.
+
+        A big replay's cases may not have their digests yet (``DIGEST_LATER``): they are given before the analysis.
+        """
         return Graded(graded if graded is not None else grade_all(cases, envelopes))
 
 
@@ -170,16 +173,17 @@ def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], li
 
 
 def _big_replay(path: Path) -> bool:
-    return path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES and forks()
+    return path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
 
 
 def _digesting(config: RunConfig) -> AbstractContextManager[Callable[[], list[SuiteDigests]] | None]:
-    """The fixtures' case digests worked out in an idle child, once the replay's reader leaves its core: with a big replay only.
+    """The fixtures' case digests worked out by an idle child (nice 19), started now: with a big replay read meanwhile only.
 
-    None: the run loads its cases with their digests. The case with a big replay is the one where
-    the loading is the run's longest wait, and another core is free once the replay is read.
+    None: the run loads its cases with their digests (also where nothing forks: here, the job
+    would be run after the loading, reading the fixtures twice). With a big replay the loading is
+    the run's longest wait, and a core is free once the replay's reader is done.
     """
-    if config.replay is None or not _big_replay(config.replay):
+    if config.replay is None or not _big_replay(config.replay) or not forks():
         return nullcontext(None)
     return in_background(partial(suite_case_digests, config.fixtures_dir, _excluded(config)), idle=True)
 

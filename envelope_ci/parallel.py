@@ -167,8 +167,13 @@ def _workers(count: int, min_items: int) -> int:
 # Items per message from a background job: the parent never holds its list whole as pickled bytes.
 _CHUNK = 5000
 
+# How long an ``idle`` job not done when asked for is waited for before this process does it itself.
+IDLE_GRACE_S = 5.0
+
 # The background jobs' children (``in_background``): each keeps a core busy while it lives.
 _background: set[BaseProcess] = set()
+# The reading ends of the background jobs' pipes, here: a child forked later lets go of its copies (``_send_outcome``).
+_readers: set[Connection] = set()
 
 
 def _busy() -> int:
@@ -204,9 +209,11 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
     failure runs ``fn`` again in this process, so that its error is the real one. A child still
     working when the block ends (the run failed first) is stopped.
 
-    An ``idle`` job takes only what the other processes leave of the cores: its child runs at the
-    lowest priority (nice 19), so it slows no one while every core is busy, and is not counted as
-    a busy core (``parallel_map``).
+    An ``idle`` job is a head start, not a promise: its child runs at the lowest priority (nice 19),
+    on what the other processes leave of the cores, and is not counted as a busy core
+    (``parallel_map``). Asked for before it is done, it has ``IDLE_GRACE_S`` more (this process,
+    waiting, leaves it a core); then it is stopped and ``fn`` runs here: on a machine that other
+    work keeps busy, such a child could wait for a core for as long as that work lasts.
     """
     if not wanted or not forks():
         yield fn
@@ -219,9 +226,14 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
         child.start()
     if not idle:
         _background.add(child)
+    _readers.add(receiving)
     sending.close()
 
     def outcome() -> list[T]:
+        if idle and not receiving.poll(IDLE_GRACE_S):  # its child answers only once it has it all: not done in time
+            child.terminate()
+            child.join()
+            return fn()
         items: list[T] = []
         try:
             kind, value = receiving.recv()
@@ -241,6 +253,7 @@ def in_background(fn: Callable[[], list[T]], wanted: bool = True, packing: Packi
         yield outcome
     finally:
         _background.discard(child)
+        _readers.discard(receiving)
         receiving.close()
         if child.is_alive():
             child.terminate()
@@ -259,7 +272,8 @@ def _send_outcome(fn: Callable[[], list[Any]], receiving: Connection, sending: C
     The child lets go of the pipe's reading end first: a parent killed meanwhile then leaves no
     reader, and sending fails at once instead of waiting for ever on a full pipe.
     """
-    receiving.close()
+    for reader in (receiving, *_readers):  # another job's too: a reader left in this child would keep that job's child waiting
+        reader.close()
     pickled = _outcome_pickled(fn, packing)
     try:
         for message in pickled:

@@ -445,7 +445,7 @@ def test_digests_of_fixtures_that_changed_meanwhile_are_refused(tmp_path):
     later = load_cases(root, set(), digested=False)
     files_then = fixture_digests(root, set())
     (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
-    with pytest.raises(UsageError, match="fixtures changed while this run read them \\(a.yaml\\)"):
+    with pytest.raises(UsageError, match="fixtures changed while this run read them: .* \\(a.yaml\\)"):
         attach_digests(later, suite_case_digests(root, set())[0], files_then)
     assert all(c.digest == DIGEST_LATER for c in later[:3])  # nothing half given
     with pytest.raises(UsageError, match="a case was added or removed"):
@@ -456,3 +456,19 @@ def test_digests_of_fixtures_that_changed_meanwhile_are_refused(tmp_path):
     with pytest.raises(UsageError, match="case 'y2' changed while this run read it"):
         attach_digests(later, reread._replace(cases=[reread.cases[0], None, *reread.cases[2:]]), files_now)
     assert later[0].digest == DIGEST_LATER
+
+
+def test_a_fixtures_file_edited_while_the_digests_are_read_is_refused(tmp_path, monkeypatch):
+    """Between the file digests and the cases read, an edit would give a case the digest of text the run never graded."""
+    import envelope_ci.sources.cases as cases_module
+
+    root = _digest_suite(tmp_path)
+    real = cases_module.raw_cases
+
+    def edited_meanwhile(*args, **kwargs):
+        (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cases_module, "raw_cases", edited_meanwhile)
+    with pytest.raises(UsageError, match="fixtures changed while this run read them"):
+        suite_case_digests(root, set())

@@ -384,12 +384,17 @@ def suite_case_digests(root: Path, exclude: set[Path]) -> list[SuiteDigests]:
 
     A 100,000-case suite's digests cost 1.3 s of loading it (canonical JSON and sha256 of each
     case): worked out on a core the replay's reader has left idle, they are needed only once the
-    run is judged. The files' digests, taken first, tell ``attach_digests`` they are the fixtures
-    this run loaded.
+    run is judged. The files' digests, the same before the cases are read as after, are those of
+    the bytes read: ``attach_digests`` holds them against the run's own.
     """
     files = fixture_digests(root, exclude)
     raws, _ = raw_cases(root, exclude)  # their problems are the run's own, found as it loaded them
+    if fixture_digests(root, exclude) != files:
+        raise UsageError(FIXTURES_MOVED)
     return [SuiteDigests(files, [_digest_or_none(raw.data) for raw in raws])]
+
+
+FIXTURES_MOVED = "the fixtures changed while this run read them: run it again on fixtures that stay still"
 
 
 def _digest_or_none(data: Any) -> str | None:
@@ -408,8 +413,7 @@ def attach_digests(cases: Sequence[Case], found: SuiteDigests, files_now: Mappin
     """
     changed = sorted(path for path, file_digest in found.files.items() if files_now.get(path) != file_digest)
     if changed or len(found.cases) != len(cases):
-        raise UsageError(f"the fixtures changed while this run read them ({', '.join(changed[:5]) or 'a case was added or removed'}): "
-                         "run it again on fixtures that stay still")
+        raise UsageError(f"{FIXTURES_MOVED} ({', '.join(changed[:5]) or 'a case was added or removed'})")
     given = [(case, case_digest) for case, case_digest in zip(cases, found.cases, strict=True) if case.digest == DIGEST_LATER]
     unread = next((case for case, case_digest in given if case_digest is None), None)
     if unread is not None:

@@ -238,7 +238,7 @@ class Checked(NamedTuple):
     """What ``checked`` found of a case, for ``build_case``."""
 
     problems: list[Problem]
-    digest: str | None  # when it has no problems
+    digest: str | None  # when it has no problems (``DIGEST_LATER`` when another process works it out)
     written: list[tuple[str, Expectation]] | None  # its assertions as written, when read in this process
 
     def __reduce__(self) -> tuple[type[Checked], tuple[Any, ...]]:

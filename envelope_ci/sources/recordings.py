@@ -284,11 +284,11 @@ class Recorded(Mapping[str, list[Gradable]]):
 
     def __getitem__(self, case_id: str) -> list[Gradable]:
         case = self.own.get(case_id)
-        if case is None and self.replay and case_id in self.replay.held:
-            return self.replay.envelopes(case_id)
-        if case is None:
+        if case is not None:
+            return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
+        if self.replay is None:
             raise KeyError(case_id)
-        return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
+        return self.replay.envelopes(case_id)  # a KeyError too for a case it does not hold
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)

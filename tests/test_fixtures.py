@@ -5,6 +5,7 @@ import json
 import os
 import pickle
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,13 @@ from envelope_ci.model import Envelope, Label
 from envelope_ci.sources.cases import (
     DIGEST_LATER,
     Checked,
+    _digest_or_none,
     attach_digests,
     build_case,
     case_schema,
     checked,
     load_cases,
+    raw_cases,
     suite_case_digests,
 )
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
@@ -463,12 +466,39 @@ def test_a_fixtures_file_edited_while_the_digests_are_read_is_refused(tmp_path, 
     import envelope_ci.sources.cases as cases_module
 
     root = _digest_suite(tmp_path)
-    real = cases_module.raw_cases
+    real = cases_module.iter_file
 
     def edited_meanwhile(*args, **kwargs):
         (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(cases_module, "raw_cases", edited_meanwhile)
+    monkeypatch.setattr(cases_module, "iter_file", edited_meanwhile)
     with pytest.raises(UsageError, match="fixtures changed while this run read them"):
         suite_case_digests(root, set())
+
+
+def test_digests_worked_out_elsewhere_skip_the_files_the_run_refuses(tmp_path):
+    """A file with a problem has no cases for either reading (the run stops on it): the other files' digests stay in step."""
+    root = _digest_suite(tmp_path)
+    (root / "c.jsonl").write_text(json.dumps(case("k1")) + "\n{not json\n" + json.dumps(case("k2")) + "\n", "utf-8")
+    (root / "d.jsonl").write_text(json.dumps(case("m1")) + "\n", "utf-8")
+    raws, problems = raw_cases(root, set())
+    assert [p.line for p in problems] == [2] and [r.data["id"] for r in raws] == ["y1", "y2", "j1", "j2", "m1"]
+    assert suite_case_digests(root, set())[0].cases == [_digest_or_none(r.data) for r in raws]
+
+
+def test_digests_worked_out_elsewhere_hold_no_more_than_one_case_at_a_time(tmp_path):
+    """Held, a 100,000-case suite's parsed cases were 350 MB in the child beside the run's own: each is digested and let go."""
+    cases = [case(f"c{i:05d}", schema={"type": "object", "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}},
+                  expect_json={"answer": i}, tags=["a", "b", "c"]) for i in range(4000)]
+    root = make_suite(tmp_path, files={"big.jsonl": cases})
+    size = (root / "big.jsonl").stat().st_size
+    tracemalloc.start()
+    try:
+        found = suite_case_digests(root, set())[0]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(found.cases) == 4000
+    # The text (read as one string) and the digests, not the cases: held, they were over five times the file.
+    assert peak < 3 * size, (peak, size)

@@ -460,25 +460,41 @@ def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:
-    out, problems = [], []
+    return list(iter_jsonl(text, shown))
+
+
+def iter_jsonl(text: str, shown: str) -> Iterator[RawCase]:
+    """Each line's case as it is read; every problem raised together, after the last good line's case.
+
+    A reader that needs each case only for a moment (``suite_case_digests``) need not hold them
+    all: 100,000 parsed cases are ten times their text.
+    """
+    problems = []
     for number, line in numbered_lines(text):
         if not line.strip():
             continue
         try:
-            out.append(RawCase(loads_strict(line), shown, number, {}, plain=_vouched(line)))
+            case = RawCase(loads_strict(line), shown, number, {}, plain=_vouched(line))
         except json.JSONDecodeError as exc:
             problems.append(json_problem(shown, exc, number - 1))
+            continue
         except NotJSON as exc:
             problems.append(Problem(shown, number, None, str(exc)))
+            continue
+        yield case
     if problems:
         raise UsageError(problems)
-    return out
 
 
 def parse_file(path: Path, shown: str) -> list[RawCase]:
+    return list(iter_file(path, shown))
+
+
+def iter_file(path: Path, shown: str) -> Iterable[RawCase]:
+    """A fixture file's cases: a JSONL file's one line at a time (``iter_jsonl``), another's all at once."""
     text = read_text(path, shown)
     if path.suffix == ".jsonl":
-        return parse_jsonl(text, shown)
+        return iter_jsonl(text, shown)
     if path.suffix == ".json":
         return parse_json(text, shown)
     return parse_yaml(text, shown)

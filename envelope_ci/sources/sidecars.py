@@ -8,7 +8,7 @@ is a fixture change that the pins must accept, like any other.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -64,8 +64,8 @@ def read_sidecar(path: Path, shown: str) -> dict[str, Entry]:
     return entries
 
 
-def attach_recorded(raws: list[RawCase], path: Path, shown: str) -> list[RawCase]:
-    """A fixture file's cases, each given its sidecar line as ``recorded``.
+def attach_recorded(raws: Iterable[RawCase], path: Path, shown: str) -> Iterable[RawCase]:
+    """A fixture file's cases, each given its sidecar line as ``recorded`` (``raws`` themselves, as given, when it has no sidecar).
 
     A line for a case that records its own answer (``recorded`` or ``completion``) would leave
     two answers to grade, and a line for no case of the file would be silently dropped: both

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -66,7 +67,7 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
         content=content,
         tool_calls=tuple(c for c in calls if isinstance(c, dict)),
         refusal=refusal if isinstance(refusal, str) and refusal else None,
-        finish_reason=finish if isinstance(finish, str) else None,
+        finish_reason=sys.intern(finish) if isinstance(finish, str) else None,  # "stop" once, not once per answer: see sources.cases._shared
         model_id=model_id,
         completion_tokens=tokens,
     )

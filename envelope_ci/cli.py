@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path, help="directory of .yaml/.yml/.json/.jsonl cases (searched recursively)")
     run.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME})")
-    run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), help="output directory (default: %(default)s)")
+    run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), metavar="DIR", help="output directory (default: %(default)s)")
     run.add_argument("--config", type=Path, help="thresholds file (default: FIXTURES_DIR/envelope-ci.yaml if present)")
     live = run.add_argument_group("live runs (without --base-url, recorded envelopes are graded offline)")
     live.add_argument("--base-url", default=os.environ.get("EVAL_BASE_URL") or None,
@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge = sub.add_parser("merge", help="merge every shard's report.json (run --shard I/N) into the whole run's reports and verdict",
                            description=MERGE_DESCRIPTION, epilog=MERGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     merge.add_argument("reports", metavar="REPORT", type=Path, nargs="+", help="the report.json of each shard, in any order")
-    merge.add_argument("--out", type=Path, required=True, help="where the merged report.json, report.md and junit.xml go")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the merged report.json, report.md and junit.xml go")
     merge.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME", help="also write this report format, as run --format")
     merge.add_argument("--quiet", action="store_true", help="print only the verdict line")
 

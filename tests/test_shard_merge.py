@@ -26,7 +26,7 @@ from conftest import (
     write_replay,
 )
 
-from envelope_ci import merging
+from envelope_ci import __version__, merging
 from envelope_ci.parallel import forks
 from envelope_ci.report.model import Report, report_schema
 from envelope_ci.shard import parse_shard, shard_numbers
@@ -187,6 +187,7 @@ def test_a_shard_report_is_marked_validates_and_round_trips(tmp_path):
     assert result.code == 3 and any(b.startswith("shard 2/3: graded 5 of 15 case(s)") for b in report["blockers"])
     shard = report["shard"]
     assert (shard["index"], shard["count"], shard["suite_cases"]) == (2, 3, 15)
+    assert shard["tool_version"] == __version__, "the merge refuses shards whose tool versions differ: the mark must name the version that ran"
     assert shard["fixtures_hash"] == report["fixtures"]["hash"] and shard["pins_digest"].startswith("sha256:")
     assert shard["fingerprint"]["model_id"] is None and shard["model_ids"] == ["gpt-4o-mini-2024-07-18"]
     assert sorted(shard["cases"]) == sorted(row["id"] for row in report["cases"])

@@ -380,15 +380,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = ours.wall_s / bare.wall_s
         d_med = abs(ours.median_err - bare.median_err)
         d_p95 = abs(ours.p95_err - bare.p95_err)
-        print(f"{verdict(ratio <= 1.10)}  concurrency 8: envelope-ci wall {ours.wall_s:.2f} s = {ratio:.3f}x the bare loop's "
-              f"{bare.wall_s:.2f} s (target <= 1.10x)")
+        # The target is the whole run's (issue #10, item 6): the live path alone is what it is made of.
+        if cli is not None:
+            print(f"{verdict(cli.wall_s / bare.wall_s <= 1.10)}  concurrency 8: the whole CLI run {cli.wall_s:.2f} s = "
+                  f"{cli.wall_s / bare.wall_s:.3f}x the bare loop's {bare.wall_s:.2f} s (target <= 1.10x; loading fixtures, grading, "
+                  "writing reports included)")
+        else:
+            print("not judged  concurrency 8: the whole CLI run (--no-cli)")
+        print(f"info  concurrency 8: the live path alone (run_live) {ours.wall_s:.2f} s = {ratio:.3f}x the bare loop's")
         print(f"{verdict(d_med <= 1.0)}  concurrency 8: timing error median {ours.median_err:.3f} ms vs bare "
               f"{bare.median_err:.3f} ms, |diff| {d_med:.3f} ms (target <= 1 ms)")
         print(f"{verdict(d_p95 <= 5.0)}  concurrency 8: timing error p95 {ours.p95_err:.3f} ms vs bare "
               f"{bare.p95_err:.3f} ms, |diff| {d_p95:.3f} ms (target <= 5 ms)")
-        if cli is not None:
-            print(f"info  full CLI at concurrency 8: wall {cli.wall_s:.2f} s = {cli.wall_s / bare.wall_s:.3f}x the bare loop's "
-                  f"(includes loading fixtures, grading, writing reports)")
     return 0
 
 

@@ -147,14 +147,35 @@ def live_fixtures(root: Path, n: int) -> Path:
 
 
 def same_but_timing(a: Path, b: Path) -> bool:
-    """Two report.json alike apart from what a live run measures (times, and the rows that carry them)."""
+    """Two report.json alike apart from what a live run measures: times, the rows and notes that carry them, and its pacing.
+
+    ``live`` (each process's concurrency over time and wait on rate limits) is timing that the
+    merge leaves out by design (``report.model.LiveRun``); the shards' notes on it are kept.
+    """
     def plain(path: Path) -> dict:
         data = json.loads(path.read_text("utf-8"))
-        data.pop("cases")
-        data.pop("notes")
+        for timing in ("cases", "notes", "live"):
+            data.pop(timing, None)
         return data
 
-    return plain(a) == plain(b)
+    one, two = plain(a), plain(b)
+    differ = sorted(key for key in one.keys() | two.keys() if one.get(key) != two.get(key))
+    if differ:
+        print(f"  differ: {differ}: " + "; ".join(f"{k}: {_diff(one.get(k), two.get(k))}" for k in differ))
+    return not differ
+
+
+def _diff(one: object, two: object, path: str = "") -> str:
+    """Where two JSON values first differ, as a path."""
+    if isinstance(one, dict) and isinstance(two, dict):
+        for key in sorted(one.keys() | two.keys()):
+            if one.get(key) != two.get(key):
+                return _diff(one.get(key), two.get(key), f"{path}.{key}")
+    if isinstance(one, list) and isinstance(two, list) and len(one) == len(two):
+        for i, (x, y) in enumerate(zip(one, two, strict=True)):
+            if x != y:
+                return _diff(x, y, f"{path}[{i}]")
+    return f"{path or '.'} {str(one)[:80]!r} vs {str(two)[:80]!r}"
 
 
 def speedup_row(name: str, fixtures: Path, root: Path, count: int, extra: Sequence[str], exact: bool) -> None:

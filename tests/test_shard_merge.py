@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -266,9 +267,22 @@ def test_live_shards_record_their_own_cases_and_merge(tmp_path):
             recorded.append({json.loads(line)["id"] for line in lines})
             assert recorded[-1] == {row["id"] for row in report["cases"]}
         assert all(srv.attempts(f"c-{i}") == 1 for i in range(6))
+        whole, whole_report = run_report(suite, tmp_path / "whole", "--base-url", srv.url, "--model", "m")
     assert recorded[0].isdisjoint(recorded[1]) and len(recorded[0] | recorded[1]) == 6
     merged = merge(tmp_path, [tmp_path / "s1" / "report.json", tmp_path / "s2" / "report.json"])
-    assert merged.code == 0, merged.err + merged.out
+    assert merged.code == whole.code == 0, merged.err + merged.out
+    merged_report = json.loads((tmp_path / "merged" / "report.json").read_text("utf-8"))
+    assert without_timing(merged_report) == without_timing(whole_report)
+
+
+def without_timing(report: dict[str, Any]) -> dict[str, Any]:
+    """A live report.json apart from what the run measured of time: what a live merge must agree on with the unsharded run.
+
+    That is each case's times, and ``live`` (the pacing of each process, which the merge leaves out by design).
+    """
+    timed = ("ms", "ms_p95", "ttft_ms")
+    rows = [{key: value for key, value in row.items() if key not in timed} for row in report["cases"]]
+    return {**{key: value for key, value in report.items() if key != "live"}, "cases": rows}
 
 
 # -- what the merge refuses ---------------------------------------------------------------------

@@ -133,8 +133,12 @@ TREE_SAMPLE_S = 0.02
 
 
 def tree_peak_mib(cmd: list[str], env: dict | None = None) -> tuple[float, int] | None:
-    """Peak of the sum of PSS over a subprocess and its descendants, in MiB, and the most processes seen at once; None off Linux."""
-    if not Path("/proc/self/smaps_rollup").exists():
+    """Peak of the sum of PSS over a subprocess and its descendants, in MiB, and the most processes seen at once.
+
+    None where Linux's ``smaps_rollup`` or ``task/TID/children`` is missing (the tree could not be
+    walked), or where the command failed (its figure would not be the run's).
+    """
+    if not Path("/proc/self/smaps_rollup").exists() or not Path(f"/proc/self/task/{os.getpid()}/children").exists():
         return None
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
     peak_kib, most = 0, 0
@@ -142,7 +146,7 @@ def tree_peak_mib(cmd: list[str], env: dict | None = None) -> tuple[float, int] 
         pids = _tree(proc.pid)
         peak_kib, most = max(peak_kib, sum(map(_pss_kib, pids))), max(most, len(pids))
         time.sleep(TREE_SAMPLE_S)
-    return peak_kib / 1024, most
+    return (peak_kib / 1024, most) if proc.returncode in (0, 1) else None
 
 
 def _tree(root: int) -> list[int]:
@@ -263,7 +267,7 @@ def main() -> int:
     print(f"CPU ratio          {cpu_ratio:.2f}x median (info: less sensitive than wall to other load)")
     print(f"largest process    {mem_ratio:.2f}x median of the peak RSS ratios above (info: envelope-ci's children not counted)")
     if floor_tree is None or ci_tree is None:
-        print("memory ratio       not measured: no /proc/PID/smaps_rollup here (Linux only)")
+        print("memory ratio       not measured: no /proc/PID/smaps_rollup or task children here (Linux only), or a run failed")
     else:
         tree_ratio = ci_tree[0] / floor_tree[0]
         print(f"whole tree         floor {floor_tree[0]:,.0f} MiB PSS ({floor_tree[1]} process), envelope-ci {ci_tree[0]:,.0f} MiB PSS "

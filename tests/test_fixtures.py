@@ -500,5 +500,6 @@ def test_digests_worked_out_elsewhere_hold_no_more_than_one_case_at_a_time(tmp_p
     finally:
         tracemalloc.stop()
     assert len(found.cases) == 4000
-    # The text (read as one string) and the digests, not the cases: held, they were over five times the file.
-    assert peak < 3 * size, (peak, size)
+    # The text (read as one string), a block of its lines and the digests: 2.9 times the file here. The cases held
+    # were 12.5 times the file.
+    assert peak < 5 * size, (peak, size)

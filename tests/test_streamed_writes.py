@@ -158,23 +158,32 @@ def test_the_command_holds_its_result_only_when_asked(tmp_path: Path, kept: list
 
 # -- what the forked writers read lies among the rows ------------------------------------------
 
-def test_what_the_forked_writers_read_of_each_row_lies_among_the_rows(tmp_path):
+def test_what_the_forked_writers_read_of_each_row_lies_among_the_rows(tmp_path, monkeypatch):
     """Each object a forked writer reads copies its page there: a 100k-case run's writer copied 199 MB, 95 MB now.
 
     The case ids and strata were parsed among the fixtures' other values, and each answer's
-    finish_reason among its recording's: rows hold a copy of the id made with the row, one
-    string per stratum and one per finish_reason.
+    finish_reason among its recording's: a run's rows hold a copy of the id made with the row,
+    and one string per stratum and per known finish_reason is shared by every case.
     """
+    import envelope_ci.api as api_module
+    from envelope_ci.model import STRATA
     from envelope_ci.providers.openai_chat import read_reply
-    from envelope_ci.report.build import beside_its_row
-    from envelope_ci.sources.cases import load_cases
 
-    root = make_suite(tmp_path, files={"c.jsonl": [case(f"c{i}", stratum="easy") for i in range(3)]})
-    loaded = load_cases(root, set())
-    assert [c.stratum for c in loaded] == ["easy"] * 3 and loaded[0].stratum is loaded[1].stratum is loaded[2].stratum
-    bodies = [json.loads('{"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]}') for _ in range(2)]
+    loaded: list[Case] = []
+
+    def load_and_keep(*args, **kwargs):
+        loaded.extend(real_load(*args, **kwargs))
+        return loaded
+
+    real_load = api_module.load_cases
+    monkeypatch.setattr(api_module, "load_cases", load_and_keep)
+    suite = make_suite(tmp_path, files={"c.jsonl": [case(f"c{i}", stratum="easy", completion="ok") for i in range(3)]})
+    report = run(RunConfig(fixtures_dir=suite, pins_path=suite / "envelope-pins.json", out_dir=tmp_path / "out")).report
+    assert [c.stratum for c in loaded] == ["easy"] * 3 and all(c.stratum is STRATA[0] for c in loaded)
+    assert [row.id for row in report.cases] == [c.id for c in loaded] == ["c0", "c1", "c2"]
+    assert not any(row.id is c.id for row, c in zip(report.cases, loaded, strict=True))
+    # Each parsed on its own, as each recording's line is: equal strings, distinct objects.
+    bodies = [json.loads(json.dumps({"choices": [{"message": {"content": "x"}, "finish_reason": reason}]})) for reason in ("stop", "stop", "odd")]
     replies = [read_reply(body) for body in bodies]
-    assert replies[0] is not None and replies[1] is not None
-    assert replies[0].finish_reason == "stop" and replies[0].finish_reason is replies[1].finish_reason
-    copied = beside_its_row(loaded[0].id)
-    assert copied == loaded[0].id and copied is not loaded[0].id
+    assert [r.finish_reason for r in replies if r is not None] == ["stop", "stop", "odd"]
+    assert replies[0] is not None and replies[1] is not None and replies[0].finish_reason is replies[1].finish_reason

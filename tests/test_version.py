@@ -1,5 +1,5 @@
-"""The version has one home, ``envelope_ci.__version__``: the wheel's metadata, ``--version``, a shard's ``tool_version`` and
-the release workflow's tag check all read it, so a release cannot ship two versions."""
+"""The version has one home, ``envelope_ci.__version__``: pyproject.toml reads it (so the wheel's metadata does) and the
+release workflow checks the tag against it, so a release cannot ship two versions."""
 from __future__ import annotations
 
 import os

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -19,6 +18,10 @@ from ..model import Case
 from .base import Provider, Reply
 
 _TAGS = re.compile(r"<[^>]+>")
+# One string for each finish_reason the OpenAI shape names, shared by every answer that gives it rather
+# than one parsed per answer: the report writers run in a forked child, and each object they read copies
+# its memory page there (see ``report.build.beside_its_row``). Any other value is kept as sent.
+_FINISH_REASONS = {reason: reason for reason in ("stop", "length", "tool_calls", "content_filter", "function_call")}
 
 
 def error_message(body: Any, limit: int = 300) -> str | None:
@@ -67,7 +70,7 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
         content=content,
         tool_calls=tuple(c for c in calls if isinstance(c, dict)),
         refusal=refusal if isinstance(refusal, str) and refusal else None,
-        finish_reason=sys.intern(finish) if isinstance(finish, str) else None,  # "stop" once, not once per answer: see sources.cases._shared
+        finish_reason=_FINISH_REASONS.get(finish, finish) if isinstance(finish, str) else None,
         model_id=model_id,
         completion_tokens=tokens,
     )

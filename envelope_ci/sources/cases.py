@@ -9,13 +9,12 @@ import copy
 import difflib
 import json
 import math
-import sys
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache, partial
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import jsonschema
 
@@ -35,6 +34,8 @@ from .templates import FILE_KEYS, render
 
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
 # Two ways of giving one message: a case uses one of each pair (``messages`` replaces prompt and system).
+# What ``_each_file`` makes of each file's cases: the cases themselves, or their digests.
+_Taken = TypeVar("_Taken")
 _EITHER = (("system", "system_file"), ("prompt", "prompt_file"), ("messages", "system_file"), ("messages", "prompt_file"))
 
 
@@ -318,16 +319,31 @@ def _one_per_recordings_file(problems: list[Problem]) -> list[Problem]:
 
 
 def raw_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> tuple[list[RawCase], list[Problem]]:
-    """Every case under ``root`` as read, in order, and the problems of the files that could not be read."""
+    """Every case under ``root`` as read, in order, and the problems of the files that could not be read.
+
+    Each file is parsed whole before its sidecar is read (``parse_file``): a file and its sidecar
+    both broken report the file's problems.
+    """
+    return _each_file(root, exclude, shown_root, parse_file, list)
+
+
+def _each_file(root: Path, exclude: set[Path], shown_root: str | None, read: Callable[[Path, str], Iterable[RawCase]],
+               take: Callable[[Iterable[RawCase]], list[_Taken]]) -> tuple[list[_Taken], list[Problem]]:
+    """What ``take`` makes of each fixture file's cases (``read``, sidecar attached), in file order, and the files' problems.
+
+    A file with a problem gives nothing: ``take`` must consume its cases into a list before the
+    list joins the others (a generator would keep a broken file's first cases). ``raw_cases`` and
+    ``suite_case_digests`` both read the fixtures through here, so their cases stay in step.
+    """
     problems: list[Problem] = []
-    raws: list[RawCase] = []
+    taken: list[_Taken] = []
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
-            raws += attach_recorded(parse_file(path, shown), path, shown)
+            taken += take(attach_recorded(read(path, shown), path, shown))
         except UsageError as exc:
             problems += exc.problems
-    return raws, problems
+    return taken, problems
 
 
 def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None, digested: bool = True) -> list[Case]:
@@ -387,7 +403,11 @@ def _shared(stratum: str | None) -> str | None:
     there: a stratum parsed with each case lay among the fixtures' other values, and reading it
     made a 100,000-case run copy 136 MB of pages (with the case ids, ``report.build.case_row``).
     """
-    return sys.intern(stratum) if isinstance(stratum, str) else stratum
+    return _STRATA_NAMES.get(stratum, stratum) if isinstance(stratum, str) else stratum
+
+
+# Each stratum's one string (a loaded case's stratum is one of these: the case schema says so).
+_STRATA_NAMES = {name: name for name in STRATA}
 
 
 def suite_case_digests(root: Path, exclude: set[Path]) -> list[SuiteDigests]:
@@ -399,18 +419,20 @@ def suite_case_digests(root: Path, exclude: set[Path]) -> list[SuiteDigests]:
     the bytes read: ``attach_digests`` holds them against the run's own.
     """
     files = fixture_digests(root, exclude)
-    digests: list[str | None] = []
-    for path in case_files(root, exclude):
-        try:  # each case digested as it is read, and let go: held, 100,000 cases were 350 MB beside the run's own
-            digests += [_digest_or_none(raw.data) for raw in attach_recorded(iter_file(path, path.as_posix()), path, path.as_posix())]
-        except UsageError:  # such a file's problems are the run's own, found as it loads it; ``raw_cases`` skips its cases too
-            continue
+    # A JSONL file's cases (without a sidecar) are each digested as read and let go: held, 100,000 cases
+    # were 350 MB beside the run's own. A file with a problem is skipped, as ``raw_cases`` skips it: the
+    # run reports its problems itself.
+    digests, _ = _each_file(root, exclude, None, iter_file, _digests_of)
     if fixture_digests(root, exclude) != files:
         raise UsageError(FIXTURES_MOVED)
     return [SuiteDigests(files, digests)]
 
 
 FIXTURES_MOVED = "the fixtures changed while this run read them: run it again on fixtures that stay still"
+
+
+def _digests_of(raws: Iterable[RawCase]) -> list[str | None]:
+    return [_digest_or_none(raw.data) for raw in raws]
 
 
 def _digest_or_none(data: Any) -> str | None:

@@ -41,7 +41,7 @@ from .sources.cases import SuiteDigests, attach_digests, load_cases, suite_case_
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
-from .sources.recordings import REPLAY_PACKING, ReplayLine, offline_envelopes, read_replay, replay_of
+from .sources.recordings import REPLAY_PACKING, ReplayLine, iter_replay, offline_envelopes, replay_of
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
@@ -169,7 +169,7 @@ def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], li
     path = config.replay
     if path is None:  # a live run has none (check_config)
         return nullcontext(list)
-    return in_background(partial(read_replay, path), wanted=_big_replay(path), packing=REPLAY_PACKING)
+    return in_background(partial(iter_replay, path), wanted=_big_replay(path), packing=REPLAY_PACKING)
 
 
 def _big_replay(path: Path) -> bool:

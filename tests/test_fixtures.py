@@ -29,7 +29,7 @@ from envelope_ci.sources.cases import (
 )
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES, RawCase
-from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay, replay_of
+from envelope_ci.sources.recordings import Replay, envelope_from_raw, iter_replay, offline_envelopes, replay_of
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -292,7 +292,7 @@ def test_replay_of_keeps_each_cases_lines_in_file_order_and_leaves_its_input_alo
     path = tmp_path / "replay.jsonl"
     lines = [{"id": "a", "recorded": recorded(chat_body(f"answer {i}"))} for i in range(3)]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    read = read_replay(path)
+    read = list(iter_replay(path))
     before = [tuple(x) for x in read]
     replay = replay_of(read, "replay.jsonl", {"a"})
     assert [e.reply.content for e in replay.envelopes("a")] == ["answer 0", "answer 1", "answer 2"]
@@ -309,7 +309,7 @@ def test_case_with_nothing_to_grade_offline(tmp_path):
 
 
 def load_recordings(path, case_ids):
-    return replay_of(read_replay(path), path.as_posix(), case_ids)
+    return replay_of(list(iter_replay(path)), path.as_posix(), case_ids)
 
 
 def test_load_recordings(tmp_path):
@@ -330,7 +330,7 @@ def test_replay_lines_are_judged_ahead_and_graded_as_read(tmp_path):
     lines = [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()),
              ("b", [recorded(chat_body("y")), recorded(chat_body("x", finish_reason="length"))]), ("c", with_judge), ("c", [recorded(chat_body("x")), with_judge])]
     path = write_replay(tmp_path / "rec.jsonl", lines)
-    read = read_replay(path)
+    read = list(iter_replay(path))
     assert [len(line.held) if isinstance(line.held, tuple) else "text" for line in read] == [1, 1, 2, "text", "text"]
     replay = replay_of(read, path.as_posix(), {"a", "b", "c"})
     got = [grade(e, kase) for case_id in "abc" for e in replay.envelopes(case_id)]

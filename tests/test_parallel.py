@@ -7,18 +7,20 @@ import os
 import pickle
 import signal
 import time
+import weakref
 from functools import partial
 from pathlib import Path
 
 import pytest
 from conftest import ERROR_BODIES, chat_body, recorded, tool_call, transport_error, write_replay
 
+from envelope_ci import parallel
 from envelope_ci.errors import Problem, UsageError
 from envelope_ci.grading.envelope import ReadAhead
 from envelope_ci.model import Label
 from envelope_ci.parallel import Packing, in_background, parallel_map, run_concurrently
 from envelope_ci.providers.base import Reply
-from envelope_ci.sources.recordings import REPLAY_PACKING, ReplayLine, read_replay
+from envelope_ci.sources.recordings import REPLAY_PACKING, ReplayLine, iter_replay
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods() or (os.cpu_count() or 1) < 2,
                                 reason="in_background forks only where fork exists and there is a second core")
@@ -64,9 +66,9 @@ def test_a_replay_read_in_the_background_is_the_replay_read_here(tmp_path):
         ("judged", recorded(chat_body("yes"), judgements={"j": recorded(chat_body("PASS"))})),
         ("bad", {"http_status": "200"}),
     ])
-    with in_background(partial(read_replay, path), packing=REPLAY_PACKING) as outcome:
+    with in_background(partial(iter_replay, path), packing=REPLAY_PACKING) as outcome:
         lines = outcome()
-    assert lines == read_replay(path) and any(not isinstance(line.held, str) for line in lines)
+    assert lines == list(iter_replay(path)) and any(not isinstance(line.held, str) for line in lines)
 
 
 def test_a_usage_error_comes_back_with_its_problems():
@@ -171,14 +173,14 @@ def test_a_big_replay_is_read_in_another_process(tmp_path, monkeypatch):
     import envelope_ci.api as api
 
     readers = tmp_path / "readers"
-    real = api.read_replay
+    real = api.iter_replay
 
     def noted(path):
         with readers.open("a") as fh:
             fh.write(f"{os.getpid()}\n")
         return real(path)
 
-    monkeypatch.setattr(api, "read_replay", noted)
+    monkeypatch.setattr(api, "iter_replay", noted)
     result = _replay_run(tmp_path, monkeypatch, 0, [(f"c{i}", answer_envelope()) for i in range(3)], "out")
     assert result.code in (0, 1), result.err
     assert readers.read_text().split() != [str(os.getpid())] and len(readers.read_text().split()) == 1
@@ -347,3 +349,27 @@ def test_a_later_job_holds_no_reading_end_of_an_earlier_jobs_pipe():
         st = os.fstat(earlier.fileno())
         with in_background(pipes_held) as later:
             assert (st.st_dev, st.st_ino) not in set(later())
+
+
+def test_a_background_jobs_items_are_pickled_and_let_go_a_part_at_a_time():
+    """A 100,000-line replay's judged lines, held whole in the reader, were 95 MB of its 166: each part goes as it is pickled."""
+    count = 5 * parallel._CHUNK
+    alive: set[int] = set()
+    most = 0
+
+    class Item:
+        pass
+
+    def items():
+        nonlocal most
+        for _ in range(count):
+            item = Item()
+            alive.add(id(item))
+            weakref.finalize(item, alive.discard, id(item))
+            most = max(most, len(alive))
+            yield item
+
+    messages = parallel._outcome_pickled(items, Packing(lambda item: 1, lambda packed: packed))
+    sent = [pickle.loads(message) for message in messages]
+    assert [kind for kind, _ in sent] == ["part"] * 5 + ["done"] and sum(len(part) for kind, part in sent if kind == "part") == count
+    assert most <= 2 * parallel._CHUNK + 1  # the part being pickled and the next being read

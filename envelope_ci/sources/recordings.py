@@ -181,24 +181,25 @@ def _unpacked_line(data: tuple[Any, ...]) -> ReplayLine:
 REPLAY_PACKING = Packing(_packed_line, _unpacked_line)
 
 
-def read_replay(path: Path) -> list[ReplayLine]:
-    """Every line of a ``--replay`` file, its envelopes checked and judged: the work that needs no case, so it can run while they load."""
+def iter_replay(path: Path) -> Iterator[ReplayLine]:
+    """Each line of a ``--replay`` file, its envelopes checked and judged: the work that needs no case, so it can run while they load.
+
+    One at a time: a forked reader sends them on in parts and lets each part go (``parallel.in_background``).
+    """
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
-    out = []
     for number, line, item in _lines_of(path):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
-            out.append(ReplayLine(number, None, line, None, []))
+            yield ReplayLine(number, None, line, None, [])
             continue
         envelopes = repeats(item["recorded"])
         found = envelope_problem(item["recorded"])
         if found is not None:
-            out.append(ReplayLine(number, item["id"], line, found, []))
+            yield ReplayLine(number, item["id"], line, found, [])
             continue
         ahead = [read_ahead(envelope_from_raw(env)) for env in envelopes]
         judged = tuple(a for a in ahead if a is not None)
-        out.append(ReplayLine(number, item["id"], judged if len(judged) == len(ahead) else line, None, list(map(request_of, envelopes))))
-    return out
+        yield ReplayLine(number, item["id"], judged if len(judged) == len(ahead) else line, None, list(map(request_of, envelopes)))
 
 
 def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Replay:

@@ -182,6 +182,7 @@ def test_what_the_forked_writers_read_of_each_row_lies_among_the_rows(tmp_path, 
     assert [c.stratum for c in loaded] == ["easy"] * 3 and all(c.stratum is STRATA[0] for c in loaded)
     assert [row.id for row in report.cases] == [c.id for c in loaded] == ["c0", "c1", "c2"]
     assert not any(row.id is c.id for row, c in zip(report.cases, loaded, strict=True))
+    assert [row.preview for row in report.cases] == ["ok"] * 3 and not any(row.preview is c.completion for row, c in zip(report.cases, loaded, strict=True))
     # Each parsed on its own, as each recording's line is: equal strings, distinct objects.
     bodies = [json.loads(json.dumps({"choices": [{"message": {"content": "x"}, "finish_reason": reason}]})) for reason in ("stop", "stop", "odd")]
     replies = [read_reply(body) for body in bodies]

@@ -206,9 +206,10 @@ def in_background(fn: Callable[[], Iterable[T]], wanted: bool = True, packing: P
     counts change), which costs about what it saves (grading 100,000 cases in two forks spent
     1.3-1.8x the CPU per case). The child pickles the items in chunks as ``fn`` gives them (a
     generator's are let go chunk by chunk), and this process unpickles them one by one; with
-    ``packing``, each item is packed there and unpacked here. A UsageError in the child is raised by the call with its problems; any other
-    failure runs ``fn`` again in this process, so that its error is the real one. A child still
-    working when the block ends (the run failed first) is stopped.
+    ``packing``, each item is packed there and unpacked here. A UsageError in the child is
+    raised by the call with its problems; any other failure runs ``fn`` again in this process,
+    so that its error is the real one. A child still working when the block ends (the run failed
+    first) is stopped.
 
     An ``idle`` job is a head start, not a promise: its child runs at the lowest priority (nice 19),
     on what the other processes leave of the cores, and is not counted as a busy core
@@ -268,7 +269,7 @@ def _lowest_priority(job: Callable[[], None]) -> None:
 
 
 def _send_outcome(fn: Callable[[], Iterable[Any]], receiving: Connection, sending: Connection, packing: Packing[Any] | None) -> None:
-    """In the child: ``fn``'s list in parts, its UsageError's problems, or word that it failed (the parent then runs it itself).
+    """In the child: ``fn``'s items in parts, its UsageError's problems, or word that it failed (the parent then runs it itself).
 
     The child lets go of the pipe's reading end first: a parent killed meanwhile then leaves no
     reader, and sending fails at once instead of waiting for ever on a full pipe.

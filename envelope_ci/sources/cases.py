@@ -33,9 +33,9 @@ from .sidecars import attach_recorded
 from .templates import FILE_KEYS, render
 
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
-# Two ways of giving one message: a case uses one of each pair (``messages`` replaces prompt and system).
 # What ``_each_file`` makes of each file's cases: the cases themselves, or their digests.
 _Taken = TypeVar("_Taken")
+# Two ways of giving one message: a case uses one of each pair (``messages`` replaces prompt and system).
 _EITHER = (("system", "system_file"), ("prompt", "prompt_file"), ("messages", "system_file"), ("messages", "prompt_file"))
 
 

@@ -314,8 +314,6 @@ def test_pins_and_fixture_changes_are_the_same_with_the_digests_worked_out_meanw
 
 def test_an_idle_job_not_done_in_its_grace_is_done_here_instead(monkeypatch):
     """A child at nice 19 may wait for a core as long as other work lasts: the caller waits on it only so long."""
-    from envelope_ci import parallel
-
     monkeypatch.setattr(parallel, "IDLE_GRACE_S", 0.3)
     started = time.monotonic()
     with in_background(lambda: [time.sleep(30), os.getpid()][1:], idle=True) as outcome:
@@ -332,8 +330,6 @@ def test_an_idle_job_asked_for_early_is_waited_for_within_its_grace():
 
 def test_a_later_job_holds_no_reading_end_of_an_earlier_jobs_pipe():
     """A reader left in a sibling would keep the earlier job's child waiting on a full pipe once this process is gone."""
-    from envelope_ci import parallel
-
     def pipes_held() -> list[tuple[int, int]]:
         held = []
         for fd in map(int, os.listdir("/proc/self/fd")):

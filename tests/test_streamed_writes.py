@@ -18,7 +18,7 @@ from envelope_ci.formats import markdown, registry
 from envelope_ci.formats.base import ReportFormat
 from envelope_ci.formats.builtin import JSON, JUNIT, MARKDOWN
 from envelope_ci.formats.registry import write_reports
-from envelope_ci.model import Case, Detail
+from envelope_ci.model import STRATA, Case, Detail
 from envelope_ci.report.codec import to_json
 from envelope_ci.report.model import Report
 from envelope_ci.result import RunResult
@@ -166,7 +166,6 @@ def test_what_the_forked_writers_read_of_each_row_lies_among_the_rows(tmp_path, 
     and one string per stratum and per known finish_reason is shared by every case.
     """
     import envelope_ci.api as api_module
-    from envelope_ci.model import STRATA
     from envelope_ci.providers.openai_chat import read_reply
 
     loaded: list[Case] = []

@@ -1,34 +1,46 @@
-"""Offline grading against the floor (issue #10, item 5), measured side by side in one run.
+"""Offline grading against two floors (issue #10 item 5, issue #23 item 5), measured side by side in one run.
 
-    python bench/offline_floor.py --cases 100000 --repeat 5
+    python bench/offline_floor.py --cases 100000 --repeat 3 [--keep DIR]
 
-Generates the case mix of ``bench/offline_bench.py`` (its generator is imported, not copied),
-then runs two subprocesses over the same two files, one after the other, ``--repeat`` times,
-and prints wall time and peak RSS of each:
+Generates the case mix of ``bench/offline_bench.py`` (its generator is imported, not copied), or
+with ``--keep DIR`` reuses the one made earlier in ``DIR/N-cases-seed-S`` (made there if missing), then
+runs three subprocesses over the same two files, ``--repeat`` times:
 
-  floor        a plain script: read the fixtures JSONL and the recordings JSONL with
-               ``json.loads``, validate each answer with one compiled ``jsonschema`` validator
-               per schema, check the expected subset, write one JSON file.
-  envelope-ci  ``python -m envelope_ci run FIXTURES --replay RECORDINGS --out DIR --quiet``
-               (load, validate, grade, analyse, all reports) with ``PYTHONPATH`` set to the
-               repository.
+  plain floor  a plain script: read the fixtures JSONL and the recordings JSONL with ``json.loads``,
+               validate each answer with one compiled ``jsonschema`` validator per schema, check
+               the expected subset, write one JSON file (``json.dump``).
+  fast floor   the same loop, the same code, with ``orjson`` to decode and write and one
+               ``jsonschema_rs.validator_for`` per schema (``is_valid``). Bench-only dependencies:
+               ``pip install orjson jsonschema-rs`` (without them the script says so and exits 2).
+  envelope-ci  ``python -m envelope_ci run FIXTURES --replay RECORDINGS --out DIR --quiet`` (load,
+               validate, grade, analyse, all reports) with ``PYTHONPATH`` set to the repository.
 
-Target: envelope-ci within 1.5x the floor's wall time and 2x its peak memory. Each pair's
-ratios are printed; the verdict reads their medians. The machines these run on are shared and
-their speed drifts by a quarter between minutes: one pair can land either side of the target
-for the same code, and alternating pairs see the same drift.
+Each repeat runs the three in turn, the order rotated by one each repeat, so the machine's drift
+(its speed moves by a quarter between minutes) falls on each alike. The verdicts read the medians
+of the per-repeat ratios, envelope-ci against the plain floor: wall <= 1.2x, CPU <= 1.2x, peak
+memory <= 1.5x. Against the fast floor, wall and CPU ratios are printed as information. The three
+must agree on every label count (a floor's ``pass`` is envelope-ci's ``right``, and so on), else
+the script exits 1.
 
-Peak RSS in the timed pairs comes from ``os.wait4`` on each child (Linux ``ru_maxrss``: the
-largest single process of that child's tree, not a sum over processes). A child spawned from
-this script can inherit this script's high-water mark, so this script's own peak is printed
-too; it should stay far below both figures.
+Measured on each run (``os.wait4`` of the child, wall time around it):
 
-envelope-ci forks children (the replay's reader, the digests' idle child, a report writer), so
-its memory is judged on the whole tree: after the pairs, one more run of each is sampled every
-``TREE_SAMPLE_S`` for the sum of its processes' PSS (``/proc/PID/smaps_rollup``: a page shared
-by a parent and its forked child counts half to each, so pages still shared are not counted
-twice). Reading smaps costs milliseconds a process, so these runs are not timed. The memory
-verdict reads this tree ratio; the largest process's ratio is printed beside it.
+* CPU time: ``ru_utime + ru_stime`` of the child, which includes every descendant that was waited
+  for at each level (a grandchild reaped by its parent counts; one left running when its parent
+  exits, reparented elsewhere, does not). A descendant still alive once the child is reaped is
+  reported (its CPU is missing).
+* Peak memory: ``ru_maxrss`` (Linux: the largest single process of the tree, not a sum). A thread
+  watches ``/proc/PID/task/TID/children`` every ``WATCH_S`` for children. If any run grew one, the
+  memory verdict reads the whole tree instead: one more untimed run of the plain floor and of
+  envelope-ci, sampled every ``WATCH_S`` for the sum of their processes' PSS
+  (``/proc/PID/smaps_rollup``: a page a forked child still shares counts half to each).
+
+A child spawned by vfork (``subprocess``'s default) would inherit this script's peak RSS as its own
+(exec keeps the high-water mark of the memory it leaves), so the runs are forked (``FORK``), this script
+reads no report itself (a helper process does), and it prints its own peak, which should stay far
+below the floors'.
+
+Exit codes: 0 measured (whatever the verdicts), 1 the counts disagree, 2 a run failed or a
+dependency is missing.
 """
 from __future__ import annotations
 
@@ -40,6 +52,8 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -48,41 +62,63 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from offline_bench import bench_parser, generated_suite  # noqa: E402  (the same generator, not a copy)
+from offline_bench import bench_parser, generate  # noqa: E402  (the same generator, not a copy)
 
-WALL_TARGET = 1.5
-MEM_TARGET = 2.0
+WALL_TARGET = 1.2
+CPU_TARGET = 1.2
+MEM_TARGET = 1.5
+# How often a run's process tree is looked at: for children in the timed runs, for PSS in the sampled ones.
+WATCH_S = 0.02
+# A floor's label as envelope-ci names it (an answer that is not JSON fails its schema).
+CI_LABEL = {"pass": "right", "wrong": "wrong", "schema": "schema", "bad_json": "schema", "cut": "truncated",
+            "error": "drop", "empty": "empty"}
 
+# One script for both floors: the loop is the same code, only the functions bound at the top differ.
 FLOOR = r'''
-import json, sys
-from jsonschema.validators import validator_for
+import sys
 
-fixtures_path, recordings_path, out_path = sys.argv[1:4]
+impl, fixtures_path, recordings_path, out_path = sys.argv[1:5]
+if impl == "fast":
+    import jsonschema_rs
+    import orjson
+    mode, loads, compile_schema = "rb", orjson.loads, jsonschema_rs.validator_for
+    def schema_key(schema):
+        return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    def dump(obj, fh):
+        fh.write(orjson.dumps(obj))
+else:
+    import json
+    from jsonschema.validators import validator_for
+    mode, loads, dump = "r", json.loads, json.dump
+    def schema_key(schema):
+        return json.dumps(schema, sort_keys=True)
+    def compile_schema(schema):
+        return validator_for(schema)(schema)
 
 def subset(expected, actual):
     if isinstance(expected, dict):
         return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
     if isinstance(expected, list):
-        return isinstance(actual, list) and len(actual) >= len(expected) and all(subset(v, a) for v, a in zip(expected, actual))
+        return (isinstance(actual, list) and len(actual) >= len(expected)
+                and all(subset(v, a) for v, a in zip(expected, actual)))
     return expected == actual and isinstance(expected, bool) == isinstance(actual, bool)
 
 cases, validators = {}, {}
-with open(fixtures_path) as fh:
+with open(fixtures_path, mode) as fh:
     for line in fh:
         if line.strip():
-            case = json.loads(line)
-            key = json.dumps(case["schema"], sort_keys=True)
+            case = loads(line)
+            key = schema_key(case["schema"])
             if key not in validators:
-                cls = validator_for(case["schema"])
-                validators[key] = cls(case["schema"])
+                validators[key] = compile_schema(case["schema"])
             cases[case["id"]] = (case, validators[key])
 
 labels, counts = {}, {}
-with open(recordings_path) as fh:
+with open(recordings_path, mode) as fh:
     for line in fh:
         if not line.strip():
             continue
-        rec = json.loads(line)
+        rec = loads(line)
         case, validator = cases[rec["id"]]
         env = rec["recorded"]
         body = env.get("body") or {}
@@ -100,7 +136,7 @@ with open(recordings_path) as fh:
                 label = "wrong"
             else:
                 try:
-                    parsed = json.loads(content)
+                    parsed = loads(content)
                 except ValueError:
                     label = "bad_json"
                 else:
@@ -113,57 +149,115 @@ with open(recordings_path) as fh:
         labels[rec["id"]] = label
         counts[label] = counts.get(label, 0) + 1
 
-with open(out_path, "w") as fh:
-    json.dump({"counts": counts, "cases": labels}, fh)
+with open(out_path, "wb" if mode == "rb" else "w") as fh:
+    dump({"counts": counts, "cases": labels}, fh)
 '''
 
+# Prints the label counts of a floor's JSON or of report.json: run as a child, so that parsing a big report
+# does not raise this script's peak RSS, which every later child would inherit.
+COUNTS = r'''
+import json, sys
+data = json.load(open(sys.argv[1], encoding="utf-8"))
+print(json.dumps(data["counts"] if "counts" in data else data["summary"]["counts"]))
+'''
 
-def measure(cmd: list[str], env: dict | None = None) -> tuple[float, float, int, float]:
-    """Wall seconds, peak RSS MiB (wait4 ru_maxrss), exit code and CPU seconds (user+sys) of one subprocess."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024, proc.returncode, usage.ru_utime + usage.ru_stime
+# Any callable makes ``subprocess`` fork instead of vfork. A vforked child execs from this script's own memory, and
+# exec keeps that memory's high-water mark as the child's ru_maxrss; a forked one starts from its own copy, near zero.
+FORK = os.getpid
 
-
-# How often the whole tree's memory is sampled (``tree_peak_mib``): each sample reads every process's smaps.
-TREE_SAMPLE_S = 0.02
-
-
-def tree_peak_mib(cmd: list[str], env: dict | None = None) -> tuple[float, int] | None:
-    """Peak of the sum of PSS over a subprocess and its descendants, in MiB, and the most processes seen at once.
-
-    None where Linux's ``smaps_rollup`` or ``task/TID/children`` is missing (the tree could not be
-    walked), or where the command failed (its figure would not be the run's).
-    """
-    if not Path("/proc/self/smaps_rollup").exists() or not Path(f"/proc/self/task/{os.getpid()}/children").exists():
-        return None
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-    peak_kib, most = 0, 0
-    while proc.poll() is None:
-        pids = _tree(proc.pid)
-        peak_kib, most = max(peak_kib, sum(map(_pss_kib, pids))), max(most, len(pids))
-        time.sleep(TREE_SAMPLE_S)
-    return (peak_kib / 1024, most) if proc.returncode in (0, 1) else None
+NAMES = ("plain", "fast", "ci")
+TITLES = {"plain": "plain floor", "fast": "fast floor", "ci": "envelope-ci"}
 
 
-def _tree(root: int) -> list[int]:
-    """``root`` and every process below it (``/proc/PID/task/TID/children``), as now."""
+class Run(NamedTuple):
+    """One subprocess's figures."""
+
+    wall: float
+    cpu: float
+    mib: float  # ru_maxrss
+    code: int
+    children: int  # descendants seen while it ran
+    outlived: int  # descendants still alive once it was reaped (their CPU is not in ``cpu``)
+
+
+class Command(NamedTuple):
+    argv: list[str]
+    output: Path  # the one file whose counts are compared
+    stderr: Path
+
+
+def children_file_works() -> bool:
+    return Path(f"/proc/self/task/{os.getpid()}/children").exists()
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (``/proc/PID/task/TID/children``), as now."""
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
-        found.append(pid)
         try:
             for task in os.listdir(f"/proc/{pid}/task"):
-                todo += map(int, Path(f"/proc/{pid}/task/{task}/children").read_text().split())
-        except OSError:  # it ended meanwhile
+                kids = [int(k) for k in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+                found += kids
+                todo += kids
+        except (OSError, ValueError):  # it ended meanwhile
             continue
     return found
 
 
-def _pss_kib(pid: int) -> int:
+def start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat`` (tells a process from a later one given the same pid); None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def measure(cmd: Command, env: dict[str, str]) -> Run:
+    """Wall, CPU (children included) and ru_maxrss of one subprocess; a thread notes the descendants it grows."""
+    seen: dict[int, str | None] = {}
+    done = threading.Event()
+    with cmd.stderr.open("wb") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd.argv, env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=FORK)
+
+        def watch() -> None:
+            while not done.wait(WATCH_S):
+                for pid in descendants(proc.pid):
+                    if pid not in seen:
+                        seen[pid] = start_time(pid)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        if children_file_works():
+            watcher.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    done.set()
+    if watcher.is_alive():
+        watcher.join()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    outlived = sum(1 for pid, started in seen.items() if started is not None and start_time(pid) == started)
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, len(seen), outlived)
+
+
+def tree_peak_mib(cmd: Command, env: dict[str, str]) -> tuple[float, int] | None:
+    """Peak of the sum of PSS over a subprocess and its descendants, in MiB, and the most processes seen at once.
+
+    None where Linux's ``smaps_rollup`` is missing, or where the command failed (its figure would not be the run's).
+    """
+    if not Path("/proc/self/smaps_rollup").exists() or not children_file_works():
+        return None
+    with cmd.stderr.open("wb") as err:
+        proc = subprocess.Popen(cmd.argv, env=env, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=FORK)
+        peak_kib, most = 0, 0
+        while proc.poll() is None:
+            pids = [proc.pid, *descendants(proc.pid)]
+            peak_kib, most = max(peak_kib, sum(map(pss_kib, pids))), max(most, len(pids))
+            time.sleep(WATCH_S)
+    return (peak_kib / 1024, most) if proc.returncode in (0, 1) else None
+
+
+def pss_kib(pid: int) -> int:
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
             if line.startswith("Pss:"):
@@ -173,6 +267,22 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
+def counts_of(path: Path) -> dict[str, int] | None:
+    """The label counts in a floor's output or a report.json, read by a child; None when there is none."""
+    if not path.exists():
+        return None
+    done = subprocess.run([sys.executable, "-c", COUNTS, str(path)], capture_output=True, text=True, check=False)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def as_ci_labels(counts: dict[str, int]) -> dict[str, int]:
+    named: dict[str, int] = {}
+    for label, n in counts.items():
+        key = CI_LABEL.get(label, f"?{label}")
+        named[key] = named.get(key, 0) + n
+    return named
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -180,101 +290,161 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return "unknown"
 
 
-class Pair(NamedTuple):
-    """One floor run and the envelope-ci run right after it, over the same files."""
-
-    floor_wall: float
-    floor_mib: float
-    floor_cpu: float
-    ci_wall: float
-    ci_mib: float
-    ci_cpu: float
+def loads() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-class Commands(NamedTuple):
-    """The two commands over the same files, and envelope-ci's environment."""
+def suite_in(keep: Path | None, work: Path, cases: int, seed: int) -> tuple[Path, Path, str]:
+    """The fixtures and recordings: in ``work``, or kept in a folder of ``keep`` for these cases and seed."""
+    root = keep.resolve() / f"{cases}-cases-seed-{seed}" if keep else work / "suite"
+    fixtures, recordings, complete = root / "fixtures", root / "recordings.jsonl", root / "complete"
+    if complete.exists():
+        return fixtures, recordings, f"reused from {root}"
+    shutil.rmtree(root, ignore_errors=True)  # an earlier making of it that did not finish
+    root.mkdir(parents=True)
+    t0 = time.perf_counter()
+    generate(root, cases, seed)
+    complete.touch()
+    made = f"generated in {time.perf_counter() - t0:.1f} s"
+    return fixtures, recordings, made + (f", kept in {root}" if keep else "")
 
-    floor: list[str]
-    ci: list[str]
-    ci_env: dict[str, str]
+
+def commands(work: Path, fixtures: Path, recordings: Path) -> dict[str, Command]:
+    floor_py = work / "floor.py"
+    floor_py.write_text(FLOOR)
+    cases = str(fixtures / "cases.jsonl")
+    return {
+        "plain": Command([sys.executable, str(floor_py), "plain", cases, str(recordings), str(work / "plain.json")],
+                         work / "plain.json", work / "plain.err"),
+        "fast": Command([sys.executable, str(floor_py), "fast", cases, str(recordings), str(work / "fast.json")],
+                        work / "fast.json", work / "fast.err"),
+        "ci": Command([sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--replay", str(recordings),
+                       "--out", str(work / "out"), "--quiet"], work / "out" / "report.json", work / "ci.err"),
+    }
 
 
-def commands(root: Path, fixtures: Path, recordings: Path, floor_py: Path) -> Commands:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return Commands([sys.executable, str(floor_py), str(fixtures / "cases.jsonl"), str(recordings), str(root / "floor.json")],
-                    [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--replay", str(recordings), "--out", str(root / "out"), "--quiet"],
-                    env)
-
-
-def clear_outputs(root: Path) -> None:
+def clear_outputs(work: Path) -> None:
     """No run reads another's files."""
-    for earlier in (root / "floor.json", root / "out"):
-        shutil.rmtree(earlier) if earlier.is_dir() else earlier.unlink(missing_ok=True)
+    for name in ("plain.json", "fast.json"):
+        (work / name).unlink(missing_ok=True)
+    shutil.rmtree(work / "out", ignore_errors=True)
 
 
-def run_pair(root: Path, run: Commands) -> tuple[Pair, dict, dict, int, int]:
-    """The floor, then envelope-ci: the pair's figures, each one's label counts and exit codes."""
-    clear_outputs(root)
-    floor_wall, floor_mib, floor_code, floor_cpu = measure(run.floor)
-    ci_wall, ci_mib, ci_code, ci_cpu = measure(run.ci, env=run.ci_env)
-    floor_counts = json.loads((root / "floor.json").read_text())["counts"] if floor_code == 0 else {}
-    report_path = root / "out" / "report.json"
-    ci_counts = json.loads(report_path.read_text())["summary"]["counts"] if report_path.exists() else {}
-    return Pair(floor_wall, floor_mib, floor_cpu, ci_wall, ci_mib, ci_cpu), floor_counts, ci_counts, floor_code, ci_code
+def failed(name: str, cmd: Command, run: Run) -> bool:
+    if run.code in ((0, 1) if name == "ci" else (0,)):
+        return False
+    tail = cmd.stderr.read_text(errors="replace")[-3000:].rstrip()
+    print(f"{TITLES[name]} exited {run.code}; its stderr ends:\n{tail or '(empty)'}")
+    return True
+
+
+def ratio_line(label: str, values: list[float], target: float | None) -> str:
+    median = statistics.median(values)
+    each = " / ".join(f"{v:.2f}" for v in values)
+    verdict = f"(target <= {target}x): {'PASS' if median <= target else 'MISS'}" if target else "(info)"
+    return f"{label:<27} {median:.2f}x median of {each} {verdict}"
 
 
 def main() -> int:
     parser = bench_parser(__doc__)
-    parser.add_argument("--repeat", type=int, default=5, help="floor and envelope-ci pairs, alternating (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds of plain floor, fast floor and envelope-ci, order rotated (default: %(default)s)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep the suite in DIR/N-cases-seed-S, or reuse it from there (default: a temporary one)")
     args = parser.parse_args()
-    load_before = os.getloadavg()
-    pairs: list[Pair] = []
-    with generated_suite(args.cases, args.seed) as suite:
-        root, fixtures, recordings = suite.root, suite.fixtures, suite.recordings
-        floor_py = root / "floor.py"
-        floor_py.write_text(FLOOR)
-        self_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before any child starts
-        run = commands(root, fixtures, recordings, floor_py)
-        for _ in range(max(1, args.repeat)):
-            pair, floor_counts, ci_counts, floor_code, ci_code = run_pair(root, run)
-            pairs.append(pair)
-            if floor_code != 0 or ci_code not in (0, 1):
+    try:
+        import jsonschema_rs  # noqa: F401
+        import orjson  # noqa: F401
+    except ImportError as exc:
+        print(f"the fast floor needs {exc.name} (bench-only, not in pyproject.toml): pip install orjson jsonschema-rs",
+              file=sys.stderr)
+        return 2
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    print(f"machine            {platform.processor() or platform.machine()}, {cpu_model()}, nproc "
+          f"{len(os.sched_getaffinity(0))} (of {os.cpu_count()}), Python {platform.python_version()}")
+    load_before = loads()
+    with tempfile.TemporaryDirectory(prefix="envelope-ci-floor-") as tmp:
+        work = Path(tmp)
+        fixtures, recordings, made = suite_in(args.keep, work, args.cases, args.seed)
+        size_mb = ((fixtures / "cases.jsonl").stat().st_size + recordings.stat().st_size) / 1e6
+        print(f"input              {args.cases} cases, {size_mb:.1f} MB (fixtures + recordings), {made}")
+        cmds = commands(work, fixtures, recordings)
+        rounds: list[dict[str, Run]] = []
+        counts: dict[str, dict[str, int] | None] = {}
+        broken = False
+        print(f"{'':11} | " + " | ".join(f"{TITLES[n]:<22}" for n in NAMES) + " | envelope-ci / plain")
+        print(f"{'round order':<11} | " + " | ".join(f"{'wall s':>7} {'CPU s':>7} {'MiB':>6}" for _ in NAMES)
+              + f" | {'wall':>5} {'CPU':>5} {'mem':>5}")
+        for k in range(max(1, args.repeat)):
+            order = NAMES[k % 3:] + NAMES[:k % 3]
+            runs: dict[str, Run] = {}
+            clear_outputs(work)
+            for name in order:
+                runs[name] = measure(cmds[name], env)
+                broken = failed(name, cmds[name], runs[name]) or broken
+                counts[name] = counts_of(cmds[name].output)
+            rounds.append(runs)
+            cells = " | ".join(f"{runs[n].wall:7.2f} {runs[n].cpu:7.2f} {runs[n].mib:6,.0f}" for n in NAMES)
+            p, c = runs["plain"], runs["ci"]
+            print(f"{k + 1:>5} {'>'.join(n[0] for n in order):<5} | {cells} | "
+                  f"{c.wall / p.wall:4.2f}x {c.cpu / p.cpu:4.2f}x {c.mib / p.mib:4.2f}x")
+            if broken:
                 break
-        clear_outputs(root)
-        floor_tree = tree_peak_mib(run.floor)
-        ci_tree = tree_peak_mib(run.ci, env=run.ci_env)
-    load_after = os.getloadavg()
-    print(f"machine            {os.cpu_count()} CPUs (nproc {len(os.sched_getaffinity(0))}), {cpu_model()}, "
-          f"Python {platform.python_version()}")
-    print(f"load average       {load_before[0]:.2f} before, {load_after[0]:.2f} after (1 min; other work on the machine skews wall times)")
-    print(f"cases              {args.cases}")
-    print(f"input              {suite.size_mb:.1f} MB (fixtures + recordings), generated in {suite.generated_s:.1f} s")
-    print("pair    floor wall   peak RSS    CPU   | envelope-ci wall   peak RSS    CPU   | wall ratio  memory ratio")
-    for number, p in enumerate(pairs, 1):
-        print(f"{number:>4}   {p.floor_wall:7.2f} s {p.floor_mib:7,.0f} MiB {p.floor_cpu:6.2f} s | {p.ci_wall:11.2f} s {p.ci_mib:7,.0f} MiB "
-              f"{p.ci_cpu:6.2f} s | {p.ci_wall / p.floor_wall:8.2f}x  {p.ci_mib / p.floor_mib:8.2f}x")
-    wall_ratio = statistics.median(p.ci_wall / p.floor_wall for p in pairs)
-    mem_ratio = statistics.median(p.ci_mib / p.floor_mib for p in pairs)
-    cpu_ratio = statistics.median(p.ci_cpu / p.floor_cpu for p in pairs)
-    print(f"floor counts       {floor_counts}  exit {floor_code}")
-    print(f"envelope-ci counts {ci_counts}  exit {ci_code}")
-    print(f"this script        {self_mib:,.0f} MiB peak before the children (a spawned child may inherit it)")
-    print(f"wall ratio         {wall_ratio:.2f}x median of {len(pairs)} (target <= {WALL_TARGET}x): {'PASS' if wall_ratio <= WALL_TARGET else 'MISS'}")
-    print(f"CPU ratio          {cpu_ratio:.2f}x median (info: less sensitive than wall to other load)")
-    print(f"largest process    {mem_ratio:.2f}x median of the peak RSS ratios above (info: envelope-ci's children not counted)")
-    if floor_tree is None or ci_tree is None:
-        print("memory ratio       not measured: no /proc/PID/smaps_rollup or task children here (Linux only), or a run failed")
+        clear_outputs(work)
+        grew = {n: max(r[n].children for r in rounds) for n in NAMES}
+        tree: dict[str, tuple[float, int] | None] = {}
+        if not broken and any(grew.values()):
+            tree = {n: tree_peak_mib(cmds[n], env) for n in ("plain", "ci")}
+    print(f"load average       {load_before} before, {loads()} after (1, 5, 15 min)")
+
+    ci_counts = counts.get("ci")
+    floors = {n: as_ci_labels(counts[n] or {}) for n in ("plain", "fast")}
+    for name in NAMES:
+        print(f"{TITLES[name] + ' counts':<18} {counts.get(name)}")
+    agree = ci_counts is not None and floors["plain"] == floors["fast"] == ci_counts
+    if ci_counts is None:
+        print("agreement          not checked: envelope-ci left no report.json")
     else:
-        tree_ratio = ci_tree[0] / floor_tree[0]
-        print(f"whole tree         floor {floor_tree[0]:,.0f} MiB PSS ({floor_tree[1]} process), envelope-ci {ci_tree[0]:,.0f} MiB PSS "
-              f"(up to {ci_tree[1]} processes at once), one untimed run each")
-        print(f"memory ratio       {tree_ratio:.2f}x of the whole trees' peak PSS (target <= {MEM_TARGET}x): "
-              f"{'PASS' if tree_ratio <= MEM_TARGET else 'MISS'}")
-    return 0 if floor_code == 0 and ci_code in (0, 1) else 2
+        print(f"agreement          {'the three agree on every count' if agree else 'MISMATCH: the counts differ'}")
+    if broken:
+        return 2
+
+    def ratios(metric: str, over: str) -> list[float]:
+        return [getattr(r["ci"], metric) / getattr(r[over], metric) for r in rounds]
+
+    print(ratio_line("wall ci/plain", ratios("wall", "plain"), WALL_TARGET))
+    print(ratio_line("CPU ci/plain", ratios("cpu", "plain"), CPU_TARGET))
+    print(ratio_line("wall ci/fast", ratios("wall", "fast"), None))
+    print(ratio_line("CPU ci/fast", ratios("cpu", "fast"), None))
+    outlived = {n: max(r[n].outlived for r in rounds) for n in NAMES}
+    if any(outlived.values()):
+        print(f"warning            processes outlived their run, their CPU not counted: {outlived}")
+    if not any(grew.values()):
+        how = "no run grew a child" if children_file_works() else "children not watched (no /proc children here)"
+        print(ratio_line("memory ci/plain (maxrss)", ratios("mib", "plain"), MEM_TARGET) + f"; {how}")
+    else:
+        print(f"children           most descendants seen in one run: {grew}")
+        print(ratio_line("largest process ci/plain", ratios("mib", "plain"), None))
+        plain_tree, ci_tree = tree.get("plain"), tree.get("ci")
+        if plain_tree and ci_tree:
+            (plain_mib, plain_n), (ci_mib, ci_n) = plain_tree, ci_tree
+            tree_ratio = ci_mib / plain_mib
+            print(f"whole tree         plain {plain_mib:,.0f} MiB PSS ({plain_n} process(es)), envelope-ci "
+                  f"{ci_mib:,.0f} MiB PSS (up to {ci_n} at once), one untimed sampled run each")
+            print(f"memory ci/plain (tree PSS)  {tree_ratio:.2f}x (target <= {MEM_TARGET}x): "
+                  f"{'PASS' if tree_ratio <= MEM_TARGET else 'MISS'}")
+        else:
+            print("memory ci/plain (tree PSS)  not measured: no /proc/PID/smaps_rollup here, or a sampled run failed")
+    self_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    low = min(r["plain"].mib for r in rounds)
+    note = "" if self_mib < low / 2 else " (near the floors' peak: the runs are forked, so they should not inherit it)"
+    print(f"this script        {self_mib:,.0f} MiB peak RSS{note}")
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":

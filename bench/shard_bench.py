@@ -14,7 +14,7 @@ Every time is the wall time of the real command line (``python -m envelope_ci``)
 * ``merge``: --shards shard reports of --merge-cases cases in all (4 x 25,000 by default), merged
   --repeat times; prints the wall time of ``envelope-ci merge`` (interpreter start included) and its CPU
   time (user + system, its forked writers' too), the time inside ``merging.merge`` (``api.merge``), and its peak memory.
-  Target: under 5 s.
+  Target: at most ``MERGE_TARGET_S`` (2 s; it was under 5 s until issue #23).
 
     python bench/shard_bench.py                          # all three, the defaults below
     python bench/shard_bench.py --part partition --cases 8000 --shards 4 --trials 1000
@@ -47,6 +47,8 @@ from envelope_ci.shard import shard_numbers  # noqa: E402
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
 # A command that hangs fails the bench instead of stalling it.
 TIMEOUT_S = 1800
+# The merge of --shards reports (4 x 25,000 cases by default) takes at most this long, its median wall (issue #23).
+MERGE_TARGET_S = 2.0
 # merging.merge (api.merge) in a child of its own, timed inside (without the interpreter's start): all of it, and its
 # reading of the shards' reports and its writing of the formats within that one call; then its peak RSS.
 MERGE_TIMED = """
@@ -238,8 +240,8 @@ def merge_time(args: argparse.Namespace) -> None:
               f"{write_s:.2f} s, judging and building the report {merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
         print(f"each merge: wall {' / '.join(f'{w:.2f}' for w in walls)} s, CPU {' / '.join(f'{c:.2f}' for c in cpus)} s; "
               f"load average after {_load()}")
-        ok = statistics.median(walls) < 5.0
-        print(f"target: merge of {count} x {n // count:,} under 5 s: {'PASS' if ok else 'MISS'}")
+        ok = statistics.median(walls) <= MERGE_TARGET_S
+        print(f"target: merge of {count} x {n // count:,} at most {MERGE_TARGET_S:g} s: {'PASS' if ok else 'MISS'}")
 
 
 def main() -> int:

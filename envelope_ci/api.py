@@ -9,11 +9,12 @@ import math
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from . import atomic
 from .analysis.analyse import Analysis, RunShape, analyse
@@ -21,27 +22,26 @@ from .analysis.cases import CaseResult
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
 from .config import RunConfig
 from .errors import Problem, UsageError
+from .findings import PinsUpdate
 from .formats.registry import write_reports
-from .grading.envelope import Gradable
+from .grading.envelope import Envelope
 from .grading.grade import grade_all
-from .held import hold_to_exit
 from .merging import merge as merge  # the library's second call, in a module of its own (see there)
 from .model import VERDICT_EXIT, Case, Grade, Pins
-from .parallel import forks, in_background
 from .report.build import base_diff_rows, build_report, scrub
-from .report.model import BaseDiff, LiveRun, PartialRun, PinsUpdate, Report, RunInfo
+from .report.model import BaseDiff, LiveRun, PartialRun, Report, RunInfo
 from .report.notes import run_notes
 from .report.shard_info import ShardRun, shard_info
-from .result import RunResult, cyclic_gc_paused
+from .result import RunResult
 from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
 from .shard import select as shard_select
-from .sources.cases import SuiteDigests, attach_digests, load_cases, suite_case_digests
+from .sources.cases import load_cases
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, suite_digests
 from .sources.pins import read_pins, render_pins
-from .sources.recordings import REPLAY_PACKING, ReplayLine, iter_replay, offline_envelopes, replay_of
+from .sources.recordings import offline_envelopes, read_replay
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
 from .sources.settings import FileConfig, load_file_config
@@ -82,11 +82,8 @@ class Watch:
     def phase(self, doing: str) -> None:
         """``doing`` begins, in the words a report says a run was stopped in ("grading", "writing the reports")."""
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
-        """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now.
-
-        A big replay's cases may not have their digests yet (``DIGEST_LATER``): they are given before the analysis.
-        """
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+        """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now."""
         return Graded(graded if graded is not None else grade_all(cases, envelopes))
 
 
@@ -153,39 +150,9 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     watch = watch or Watch()
-    with cyclic_gc_paused(), _reading_replay(config) as replay_lines, _digesting(config) as digests:
-        judged = _run(config, base, fetch, watch, started_at, replay_lines, digests)
-        # Written once the run's cases, grades and analysis are let go (or held to the exit: ``hold_to_exit``).
-        watch.phase("writing the reports")
-        return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
-
-
-# A --replay file at least this big is read in a forked child while the fixtures load (its lines: 100,000 bench cases are 47 MB).
-READ_REPLAY_EARLY_BYTES = 4_000_000
-
-
-def _reading_replay(config: RunConfig) -> AbstractContextManager[Callable[[], list[ReplayLine]]]:
-    """The --replay file's lines, once asked for: a big file is read meanwhile, on another core, while the fixtures load."""
-    path = config.replay
-    if path is None:  # a live run has none (check_config)
-        return nullcontext(list)
-    return in_background(partial(iter_replay, path), wanted=_big_replay(path), packing=REPLAY_PACKING)
-
-
-def _big_replay(path: Path) -> bool:
-    return path.is_file() and path.stat().st_size >= READ_REPLAY_EARLY_BYTES
-
-
-def _digesting(config: RunConfig) -> AbstractContextManager[Callable[[], list[SuiteDigests]] | None]:
-    """The fixtures' case digests worked out by an idle child (nice 19), started now: with a big replay read meanwhile only.
-
-    None: the run loads its cases with their digests (also where nothing forks: here, the job
-    would be run after the loading, reading the fixtures twice). With a big replay the loading is
-    the run's longest wait, and a core is free once the replay's reader is done.
-    """
-    if config.replay is None or not _big_replay(config.replay) or not forks():
-        return nullcontext(None)
-    return in_background(partial(suite_case_digests, config.fixtures_dir, _excluded(config)), idle=True)
+    judged = _run(config, base, fetch, watch, started_at)
+    watch.phase("writing the reports")
+    return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
 
 
 def _excluded(config: RunConfig) -> set[Path]:
@@ -199,7 +166,7 @@ def _excluded(config: RunConfig) -> set[Path]:
 class _Gathered:
     """The envelopes to grade (a live run brings its grades), and what getting them said about the run."""
 
-    envelopes: Mapping[str, Sequence[Gradable]]  # offline: a case's, given when it is graded (sources.recordings.Recorded)
+    envelopes: Mapping[str, Sequence[Envelope]]  # offline: a case's, given when it is graded (sources.recordings.Recorded)
     interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
     remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
@@ -210,7 +177,7 @@ class _Gathered:
 
 
 def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str],
-               started_at: float, replay_lines: Callable[[], list[ReplayLine]]) -> _Gathered:
+               started_at: float) -> _Gathered:
     """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures').
 
     A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
@@ -220,7 +187,7 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
         outcome = (fetch or partial(_fetch_live, settings=settings, started_at=started_at))(cases, config, headers)
         return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
                          live=outcome.live_run())
-    replay = replay_of(replay_lines(), config.replay.as_posix(), suite_ids) if config.replay else None
+    replay = read_replay(config.replay, suite_ids) if config.replay else None
     recorded = offline_envelopes(cases, replay)
     return _Gathered(recorded, replayed=recorded.replayed, requests=recorded.requests)
 
@@ -249,12 +216,11 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
                            record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, started_at=started_at, judges=judges)
 
 
-def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float,
-         replay_lines: Callable[[], list[ReplayLine]], digests_later: Callable[[], list[SuiteDigests]] | None = None) -> RunResult:
-    """The run up to its report: ``run`` writes the files (``digests_later``: the cases' digests, when another process works them out)."""
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float) -> RunResult:
+    """The run up to its report: ``run`` writes the files."""
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
-    cases = load_cases(config.fixtures_dir, excluded, digested=digests_later is None)
+    cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
     settings = replace(settings, endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
     pins = read_pins(config.pins_path)
@@ -273,19 +239,14 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     if config.shard:
         cases = shard_select(cases, config.shard)
     watch.phase(_gathering(config))
-    gathered = _envelopes(config, cases, settings, fetch, suite_ids, started_at, replay_lines)
+    gathered = _envelopes(config, cases, settings, fetch, suite_ids, started_at)
     watch.phase("grading")
     graded = watch.grade(cases, gathered.envelopes, gathered.grades)
     grades = graded.grades
     watch.phase("analysing the results")
     # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
     recordings = check_recordings(cases, gathered.requests, config.temperature) if not config.base_url else Staleness({}, ())
-    # The bodies are the bulk of a big replay's memory, and grades keep what is needed: let them go
-    # (the console script holds them to its exit instead: ``held``).
-    hold_to_exit(gathered.envelopes)
-    gathered = replace(gathered, envelopes={})
-    if digests_later is not None:  # the first stage that reads them is the judging
-        attach_digests(suite, digests_later()[0], digests)
+    gathered = replace(gathered, envelopes={})  # the bodies are the bulk of a big replay's memory: grades keep what is needed
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
                      _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
 
@@ -307,16 +268,18 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     base_diff = _base_diff(analysis, base, pins, suite_ids.difference(c.id for c in cases) if config.shard else ())
     run_info = _run_info(config, settings, partial)
     notes = run_notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings.unverified)
+    if pins is not None and pins.unknown:
+        notes.append(f"the pins file has keys this release does not know, read past: {', '.join(pins.unknown)} "
+                     "(a newer envelope-ci wrote them; docs/pins.md, 'How the format evolves')")
     if config.shard:
         notes.append(shard_note(config.shard, len(cases), len(suite)))
-    report = replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
+    report = msgspec.structs.replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
     if config.shard:
         seen = ShardRun(pins, base.pins if base else None, gathered.replayed, gathered.interrupted, gathered.remarks, recordings.stale, recordings.unverified)
-        report = replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
+        report = msgspec.structs.replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
         report = Report.from_json(secrets.scrub(report.to_json()))
-    hold_to_exit(suite, cases, grades, graded, analysis)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], (), pins_written)
 
 
@@ -356,7 +319,7 @@ def _pins_of(pins: Pins | None, cases: Sequence[Case]) -> Pins | None:
     """The pins of the selected cases only: the others were not run, so they are neither removed nor lowered."""
     if pins is None:
         return None
-    return replace(pins, cases={c.id: pins.cases[c.id] for c in cases if c.id in pins.cases})
+    return msgspec.structs.replace(pins, cases={c.id: pins.cases[c.id] for c in cases if c.id in pins.cases})
 
 
 def _partial_blocker(partial: PartialRun | None) -> str | None:

@@ -2,19 +2,19 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from . import __version__
 from .config import RunConfig
 from .errors import UsageError, one_line
-from .held import hold_to_exit, holding_to_exit
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
 from .shard import SHARD_HELP, ShardSpec, parse_shard
 from .sources.endpoints import parse_override
@@ -239,8 +239,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     try:
-        result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
-        hold_to_exit(result)
+        with collector_paused(not config.base_url):
+            result = run(config, read_base_pins(args.base_pins) if args.base_pins else None)
     except RanOutOfTime as exc:
         print(one_line(f"envelope-ci: {exc}"), file=sys.stderr)
         return int(ExitCode.INCONCLUSIVE)
@@ -253,10 +253,28 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from .merging import merge
 
-    result = merge(args.reports, args.out, tuple(args.formats))
-    hold_to_exit(result)
+    with collector_paused(True):
+        result = merge(args.reports, args.out, tuple(args.formats))
     _print_result(result, args.quiet)
     return int(result.exit_code)
+
+
+@contextmanager
+def collector_paused(wanted: bool) -> Iterator[None]:
+    """The cyclic garbage collector off while an offline run or a merge is made (``wanted``), the one speed measure kept.
+
+    Why: their records are trees that reference counting frees, and the collector re-walking them is
+    the largest single cost of a big run (measured in bench/README.md, "The collector"). A live run
+    keeps it: its transport's errors make cycles.
+    """
+    was_enabled = gc.isenabled()
+    if wanted:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _print_result(result: RunResult, quiet: bool) -> None:
@@ -324,34 +342,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def console() -> NoReturn:
-    """The ``envelope-ci`` command (and ``python -m envelope_ci``): ``main``, then leave at once.
-
-    A 100,000-case run or merge ends holding half a gigabyte of small objects: the interpreter
-    freed them one by one as the command returned and at its exit, 0.5-0.8 s after the last
-    report was written; the OS frees them at once. What the run was done with before it wrote
-    its reports is held too (``held.holding_to_exit``). By the time ``main`` returns every file is
-    written and closed and every child process joined; only the output streams are left to flush.
-    """
-    code = main(hold=True)
-    for stream in (sys.stdout, sys.stderr):
-        if stream is None:  # started with the descriptor closed (`envelope-ci ... >&-`)
-            continue
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader that went away, or a stream closed: what it missed is lost either way
-            pass
-    os._exit(code)
+    """The ``envelope-ci`` command (and ``python -m envelope_ci``): ``main``, then exit with its code."""
+    sys.exit(main())
 
 
-def main(argv: Sequence[str] | None = None, hold: bool = False) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The command line in-process (``console`` is the console script's entry); returns the exit code.
 
     The signal handlers go in first, before argument parsing and the heavy imports: a SIGTERM
     then (a cancelled CI job) stops the run politely, with reports, instead of killing it.
-    ``hold``: keep what the command made and was done with after returning (``console`` leaves it to the OS to free).
     """
     STOP.clear()  # one process may run several commands (tests, the Action)
-    with Interrupts(STOP), (holding_to_exit() if hold else nullcontext()):
+    with Interrupts(STOP):
         return _main(argv)
 
 

@@ -1,20 +1,25 @@
 """Plain data shared by every stage: labels, channels, lanes, cases, envelopes, grades.
 
-Everything here is frozen and free of I/O so the grading core can be tested with
-planted envelopes alone. The per-case types (``Case``, ``Envelope``, ``Grade``) have slots: a
-100,000-case run holds hundreds of thousands of them.
+Everything here is a frozen ``msgspec.Struct`` free of I/O, so the grading core can be tested with
+planted envelopes alone and every file format is encoded and decoded by msgspec from these
+types. The types stand below every stage: this module imports no stage.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .frozen import quick_init
+import msgspec
 
-if TYPE_CHECKING:
-    from .grading.assertions.base import Expectation
+
+class Data(msgspec.Struct, frozen=True, gc=False):
+    """The base of every type that flows between stages: frozen, and untracked by the cyclic garbage collector.
+
+    They hold trees of plain data (parsed JSON, other records), never a cycle, so reference counting
+    frees them; tracked, a big run's records made the collector walk them again and again.
+    """
+
 
 # Bump whenever grading semantics change: it is part of every fingerprint, so pins
 # written by an older grader stop being compared as like-for-like.
@@ -34,10 +39,10 @@ class Label(str, Enum):
     @property
     def is_transport(self) -> bool:
         """Drops and empties say nothing about the model."""
-        return self in _TRANSPORT  # a module tuple: asked of every grade, several times; Label.DROP is a slow lookup
+        return self in _TRANSPORT
 
 
-_TRANSPORT = (Label.DROP, Label.EMPTY)
+_TRANSPORT = frozenset((Label.DROP, Label.EMPTY))  # asked of every grade: a set made once, not two members looked up
 
 
 class Channel(str, Enum):
@@ -119,8 +124,7 @@ class Detail(str, Enum):
     FAILING = "failing"
 
 
-@dataclass(frozen=True)
-class Stratum:
+class Stratum(Data, frozen=True):
     """One difficulty band and the bars it is held to (names of ``Thresholds`` fields).
 
     ``floor`` fails the run below it (``floor_alert``); ``watermark`` is a pass rate at or
@@ -145,9 +149,62 @@ UNSTRATIFIED = Stratum("unstratified", floor="easy_floor", floor_alert="easy_reg
 STRATA = tuple(s.name for s in STRATA_SPEC)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Case:
+class Failure(str, Enum):
+    """What a failed assertion makes of the answer: a label, or (size) a channel."""
+
+    SCHEMA = "schema"  # the answer's shape is wrong: label ``schema``
+    WRONG = "wrong"  # the answer's content is wrong: label ``wrong``
+    SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
+
+
+# check(answer, value, case) -> reasons; an empty list means the assertion holds (the answer is grading's ``Answer``).
+Check = Callable[[Any, Any, Any], Sequence[str]]
+
+
+class AssertionKind(Protocol):
+    """What every stage may read of an assertion's type; ``grading.assertions.base.AssertionType`` is the one kind."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def failure(self) -> Failure: ...
+    @property
+    def needs_json(self) -> bool: ...
+    @property
+    def judged_as(self) -> frozenset[Failure]: ...
+    @property
+    def check(self) -> Check: ...
+    @property
+    def check_not(self) -> Check | None: ...
+    @property
+    def check_shape(self) -> Check | None: ...
+
+
+class Expectation(Data, frozen=True):
+    """One assertion of one case, as loaded: its type, prepared value and whether negated."""
+
+    kind: AssertionKind
+    value: Any
+    negated: bool = False
+
+    @property
+    def name(self) -> str:
+        return ("not-" if self.negated else "") + self.kind.name
+
+    def failures(self, answer: Any, case: Any) -> Sequence[str]:
+        """Why the answer does not meet this expectation (empty when it does)."""
+        if not self.negated:
+            return self.kind.check(answer, self.value, case)
+        assert self.kind.check_not is not None  # the schema offers not- only where it exists
+        return self.kind.check_not(answer, self.value, case)
+
+    def failures_as(self, failure: Failure, answer: Any, case: Any) -> list[str]:
+        """Its failures of one kind: grading asks for the shape ones first, then the content ones (only those in ``kind.judged_as``)."""
+        found = list(self.kind.check_shape(answer, self.value, case)) if failure is Failure.SCHEMA and self.kind.check_shape else []
+        return found + list(self.failures(answer, case)) if self.kind.failure is failure else found
+
+
+class Case(Data, frozen=True):
     """One golden case as loaded from a fixture file (validated already).
 
     ``expectations`` are its assertions in order: the flat shorthands first, then its
@@ -164,40 +221,29 @@ class Case:
     timeout_s: float | None = None
     completion: str | None = None
     recorded: tuple[Mapping[str, Any], ...] | None = None
-    request: Mapping[str, Any] = field(default_factory=dict)
-    files: Mapping[str, str] = field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
-    sources: Mapping[str, str] = field(default_factory=dict)  # message role -> the file its text comes from
+    request: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    files: Mapping[str, str] = msgspec.field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
+    sources: Mapping[str, str] = msgspec.field(default_factory=dict)  # message role -> the file its text comes from
     tags: tuple[str, ...] = ()  # free labels; ``run --filter tag:NAME`` selects by them
 
     @property
     def wants_json(self) -> bool:
         """A case whose answer must be JSON: one of its assertions needs the parsed answer."""
-        for e in self.expectations:  # a loop, not any() over a generator: asked of every case graded
-            if e.kind.needs_json and not e.negated:
-                return True
-        return False
+        return any(e.kind.needs_json and not e.negated for e in self.expectations)
 
     @property
     def reads_json(self) -> bool:
         """A case with an assertion on the parsed answer, if there is one (``not-is-json`` reads it too)."""
-        for e in self.expectations:
-            if e.kind.needs_json:
-                return True
-        return False
+        return any(e.kind.needs_json for e in self.expectations)
 
     @property
     def max_chars(self) -> int | None:
         """The tightest size budget its assertions set, judged on the size channel."""
-        tightest = None
-        for e in self.expectations:  # asked of every case judged
-            if e.kind.failure == "size" and not e.negated and (tightest is None or e.value < tightest):  # a str enum: no slow .value
-                tightest = e.value
-        return tightest
+        budgets = [e.value for e in self.expectations if e.kind.failure is Failure.SIZE and not e.negated]
+        return min(budgets, default=None)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(Data, frozen=True):
     """What one attempt brought back, as recorded: the raw material of a grade.
 
     ``error`` is set when no HTTP response arrived at all. ``body`` is the parsed
@@ -208,7 +254,7 @@ class Envelope:
     http_status: int | None = None
     elapsed_ms: float | None = None
     ttft_ms: float | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)
     body: Any = None
     error: str | None = None
     completion: str | None = None
@@ -216,12 +262,10 @@ class Envelope:
     stream_complete: bool | None = None
     notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
     request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
-    judgements: Mapping[str, Envelope] = field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
+    judgements: Mapping[str, Envelope] = msgspec.field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Grade:
+class Grade(Data, frozen=True):
     """The classifier's verdict on one envelope, with what it read to get there."""
 
     label: Label
@@ -239,8 +283,7 @@ class Grade:
     judge: str | None = None  # the judges that graded it, "<model id>@<temperature>": part of the case's fingerprint
 
 
-@dataclass(frozen=True)
-class Thresholds:
+class Thresholds(Data, frozen=True):
     """Slack, floors and watermarks; defaults are the method's."""
 
     size_slack: float = 1.10
@@ -259,8 +302,7 @@ class Thresholds:
     recordings: str = "lenient"  # lenient | strict: recordings that do not say what request they answered are a note, or an alert
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(Data, frozen=True):
     """Bounded retries for transport failures only (drop, empty)."""
 
     max_attempts: int = 3
@@ -275,18 +317,16 @@ class RetryPolicy:
     adaptive_concurrency: bool = True
 
 
-@dataclass(frozen=True)
-class Fingerprint:
-    """Which experiment produced a measurement."""
+class Fingerprint(Data, frozen=True, omit_defaults=True):
+    """Which experiment produced a measurement (``judge`` is left out of files while None: the only field with a default)."""
 
     lane: str
     endpoint_class: str
     model_id: str | None
     temperature: float
-    grader_version: str = GRADER_VERSION
-    # An llm-rubric case's judge(s), "<model id>@<temperature>": another judge is another experiment. Left out of
-    # report.json while None, so reports of suites without a judge keep their bytes.
-    judge: str | None = field(default=None, metadata={"omit_none": True})
+    grader_version: str
+    # An llm-rubric case's judge(s), "<model id>@<temperature>": another judge is another experiment.
+    judge: str | None = None
 
     def comparable_key(self) -> tuple[Any, ...]:
         """Everything but the lane: the lane decides who may write pins, not comparability."""
@@ -300,17 +340,6 @@ class Fingerprint:
         diffs = [f"{n} {theirs} → {mine}" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
         return ", ".join(diffs) or "same experiment"
 
-    def as_dict(self) -> dict[str, Any]:
-        """Plain data; ``judge`` only when set, so suites without a judge keep their pins and reports byte for byte."""
-        out = {
-            "lane": self.lane,
-            "endpoint_class": self.endpoint_class,
-            "model_id": self.model_id,
-            "temperature": self.temperature,
-            "grader_version": self.grader_version,
-        }
-        return out | {"judge": self.judge} if self.judge is not None else out
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fingerprint:
         return cls(
@@ -323,8 +352,7 @@ class Fingerprint:
         )
 
 
-@dataclass(frozen=True)
-class Pin:
+class Pin(Data, frozen=True):
     """The last-good measurement of one case."""
 
     hash: str
@@ -338,11 +366,11 @@ class Pin:
     fingerprint: Fingerprint | None
 
 
-@dataclass(frozen=True)
-class Pins:
+class Pins(Data, frozen=True):
     """The whole pins file."""
 
     fixtures_hash: str
     fingerprint: Fingerprint | None
     cases: Mapping[str, Pin]
-    files: Mapping[str, str] = field(default_factory=dict)  # path -> digest, to name what changed
+    files: Mapping[str, str] = msgspec.field(default_factory=dict)  # path -> digest, to name what changed
+    unknown: tuple[str, ...] = ()  # keys of the file this release does not know (a newer one wrote them): read past

@@ -9,9 +9,11 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import fields
 
 from . import atomic
 from .errors import Problem, UsageError

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import msgspec
+
 from . import api
 from .api import BaseSource, Graded
 from .config import LIVE_GRACE_S, RunConfig, out_of_time
 from .errors import UsageError
-from .grading.envelope import Gradable
 from .grading.grade import grade
 from .model import Case, Envelope, Grade
 from .report.build import as_kept
@@ -139,7 +140,7 @@ class _Streaming(api.Watch):
             raise _OutOfTime(doing)
         self.channel.send(("phase", doing))
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
         """One case at a time, as ``grade_all`` grades each (on one core), each sent as soon as it is graded."""
         if graded is not None:  # a live run's, graded as they arrived
             self.channel.send(("graded", graded))
@@ -173,7 +174,7 @@ class _Known(api.Watch):
     def __init__(self, grades: Mapping[str, list[Grade]], stopped: _Stopped) -> None:
         self.known, self.stopped = grades, stopped
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
         reached = out_of_time(self.stopped.limit)
         grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
                                                              else f"not run: {reached} {self.stopped.where()}; this case was not graded")]
@@ -183,7 +184,7 @@ class _Known(api.Watch):
 
 
 def _not_graded(case: Case, why: str) -> Grade:
-    return replace(grade(Envelope(error=why, attempts=0), case), reasons=(why,))
+    return msgspec.structs.replace(grade(Envelope(error=why, attempts=0), case), reasons=(why,))
 
 
 def _no_calls(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str]) -> LiveOutcome:

@@ -1,13 +1,24 @@
 """Analysis: repeats, summary rates, strata and the ceiling detector, lanes, fixture changes, the gate."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, MODEL, OTHER_MODEL, chat_body, grade, make_case, recorded, transport_error
+from conftest import (
+    EXAMPLES,
+    MODEL,
+    OTHER_MODEL,
+    chat_body,
+    from_json,
+    grade,
+    make_case,
+    recorded,
+    to_json,
+    transport_error,
+)
+from msgspec.structs import replace
 
 from envelope_ci.analysis.cases import CaseResult, case_label, judge_case, measure_of, outcome_of, percentile
 from envelope_ci.analysis.fixtures import fixture_changes, fixtures_alert
@@ -15,6 +26,7 @@ from envelope_ci.analysis.gate import decide
 from envelope_ci.analysis.lanes import lanes_report
 from envelope_ci.analysis.strata import strata_report
 from envelope_ci.analysis.summary import rate, summarize
+from envelope_ci.findings import FixtureChanges
 from envelope_ci.grading.grade import grade_all
 from envelope_ci.model import (
     VERDICT_EXIT,
@@ -29,8 +41,6 @@ from envelope_ci.model import (
     Thresholds,
     Verdict,
 )
-from envelope_ci.report.codec import from_json, to_json
-from envelope_ci.report.model import FixtureChanges
 from envelope_ci.sources.cases import load_cases
 from envelope_ci.sources.recordings import offline_envelopes
 
@@ -53,8 +63,8 @@ def changes_of(*args):
 def alert_of(changes):
     """fixtures_alert of changes given as report.json has them."""
     return fixtures_alert(from_json(FixtureChanges, changes))
-RUN_FP = Fingerprint("smoke", "unspecified", None, 0.0)
-PIN_FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0)
+RUN_FP = Fingerprint("smoke", "unspecified", None, 0.0, "1")
+PIN_FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0, "1")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +81,7 @@ def planted():
 def result_from(planted, label: Label, stratum: str | None, index: int, pin: Pin | None = None, t: Thresholds = T) -> CaseResult:
     """A planted case of ``label`` moved into ``stratum`` under a fresh id."""
     case, grades = planted[2][label][index % 4]
-    moved = dataclasses.replace(case, id=f"{stratum}-{label.value}-{index}", stratum=stratum)
+    moved = replace(case, id=f"{stratum}-{label.value}-{index}", stratum=stratum)
     return judge_case(moved, grades, RUN_FP, pin, t)
 
 
@@ -188,7 +198,7 @@ def test_judge_case_against_a_pin_matched_and_mismatched():
     matched = judge_case(kase, slow, RUN_FP, _pin(ms=400.0), T)
     assert matched.comparable is True
     assert (matched.channel, matched.outcome) == (Channel.TIME, Outcome.REGRESSION)
-    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0)
+    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0, "1")
     mismatched = judge_case(kase, slow, RUN_FP, _pin(ms=400.0, fp=other), T)
     assert mismatched.comparable is False
     assert (mismatched.channel, mismatched.outcome) == (Channel.STABLE, Outcome.UNCHANGED)
@@ -200,9 +210,9 @@ def test_judge_case_against_a_pin_matched_and_mismatched():
 
 def test_comparability_ignores_the_lane():
     kase = make_case(id="j2", must_include=["ready"])
-    r = judge_case(kase, [_g(chat_body("ready"), 10.0)], Fingerprint("smoke", "unspecified", None, 0.0), _pin(), T)
+    r = judge_case(kase, [_g(chat_body("ready"), 10.0)], Fingerprint("smoke", "unspecified", None, 0.0, "1"), _pin(), T)
     assert r.comparable is True
-    for other in (Fingerprint("adjudication", "vllm-a100", MODEL, 0.0), Fingerprint("adjudication", "unspecified", MODEL, 0.7),
+    for other in (Fingerprint("adjudication", "vllm-a100", MODEL, 0.0, "1"), Fingerprint("adjudication", "unspecified", MODEL, 0.7, "1"),
                   Fingerprint("adjudication", "unspecified", MODEL, 0.0, grader_version="0")):
         assert judge_case(kase, [_g(chat_body("ready"), 10.0)], RUN_FP, _pin(fp=other), T).comparable is False
 
@@ -335,14 +345,14 @@ def test_lanes_report_counts(planted):
     kase = make_case(id="l1", must_include=["ready"])
     right = [_g(chat_body("ready"), 10.0)]
     wrong = [_g(chat_body("nope"), 10.0)]
-    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0)
+    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0, "1")
     results = [
-        judge_case(dataclasses.replace(kase, id="same"), right, RUN_FP, _pin(), T),
-        judge_case(dataclasses.replace(kase, id="flip"), wrong, RUN_FP, _pin(), T),
-        judge_case(dataclasses.replace(kase, id="flip-up"), right, RUN_FP, _pin("wrong", "correctness"), T),
-        judge_case(dataclasses.replace(kase, id="other"), wrong, RUN_FP, _pin(fp=other), T),
-        judge_case(dataclasses.replace(kase, id="unpinned"), right, RUN_FP, None, T),
-        judge_case(dataclasses.replace(kase, id="dropped"), [grade(transport_error(), kase)], RUN_FP, _pin(), T),
+        judge_case(replace(kase, id="same"), right, RUN_FP, _pin(), T),
+        judge_case(replace(kase, id="flip"), wrong, RUN_FP, _pin(), T),
+        judge_case(replace(kase, id="flip-up"), right, RUN_FP, _pin("wrong", "correctness"), T),
+        judge_case(replace(kase, id="other"), wrong, RUN_FP, _pin(fp=other), T),
+        judge_case(replace(kase, id="unpinned"), right, RUN_FP, None, T),
+        judge_case(replace(kase, id="dropped"), [grade(transport_error(), kase)], RUN_FP, _pin(), T),
     ]
     lanes = to_json(lanes_report(results))
     # a drop has no response, hence no fingerprint: it is neither a match nor a mismatch
@@ -353,21 +363,21 @@ def test_lanes_report_counts(planted):
 
 def test_fixture_changes():
     a, b, c = (make_case(id=i, must_include=[i]) for i in ("a", "b", "c"))
-    pins = Pins("sha256:old", PIN_FP, {"a": _pin(), "b": dataclasses.replace(_pin(), hash="sha256:stale"), "gone": _pin()})
-    pins = Pins(pins.fixtures_hash, pins.fingerprint, {**pins.cases, "a": dataclasses.replace(_pin(), hash=a.digest)})
+    pins = Pins("sha256:old", PIN_FP, {"a": _pin(), "b": replace(_pin(), hash="sha256:stale"), "gone": _pin()})
+    pins = Pins(pins.fixtures_hash, pins.fingerprint, {**pins.cases, "a": replace(_pin(), hash=a.digest)})
     changes = changes_of([a, b, c], pins, "sha256:new")
     assert changes == {"hash": "sha256:new", "pinned_hash": "sha256:old", "changed": True, "added": ["c"], "removed": ["gone"], "modified": ["b"],
                        "files_changed": []}
     alert = alert_of(changes)
     assert alert.code == "fixtures_changed"
     assert "added: c" in alert.message and "removed: gone" in alert.message and "modified: b" in alert.message
-    same = changes_of([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h")
+    same = changes_of([a], Pins("sha256:h", PIN_FP, {"a": replace(_pin(), hash=a.digest)}), "sha256:h")
     assert same["changed"] is False and alert_of(same) is None
-    config_only = changes_of([a], Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}), "sha256:h2")
+    config_only = changes_of([a], Pins("sha256:h", PIN_FP, {"a": replace(_pin(), hash=a.digest)}), "sha256:h2")
     assert (config_only["changed"], config_only["added"], config_only["removed"], config_only["modified"]) == (True, [], [], [])
     assert "non-case file" in alert_of(config_only).message
     # With per-file digests in the pins, the changed file is named even when no case changed.
-    with_files = Pins("sha256:h", PIN_FP, {"a": dataclasses.replace(_pin(), hash=a.digest)}, {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:2"})
+    with_files = Pins("sha256:h", PIN_FP, {"a": replace(_pin(), hash=a.digest)}, {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:2"})
     named = changes_of([a], with_files, "sha256:h2", {"cases.yaml": "sha256:1", "envelope-ci.yaml": "sha256:3", "new.txt": "sha256:4"})
     assert named["files_changed"] == ["envelope-ci.yaml", "new.txt"]
     assert "files: envelope-ci.yaml, new.txt" in alert_of(named).message

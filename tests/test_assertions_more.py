@@ -2,7 +2,6 @@
 bad input (with file, line and field) and negated; the python grader's files and failures."""
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -11,7 +10,6 @@ from pathlib import Path
 import pytest
 from conftest import chat_body, grade, make_case, make_suite, recorded, run_cli, run_report, tool_call
 
-from envelope_ci import parallel
 from envelope_ci.errors import UsageError
 from envelope_ci.grading import grade as grade_module
 from envelope_ci.grading.assertions.json_path import json_equal, lookup, parse_path
@@ -373,17 +371,6 @@ def test_a_grader_returning_neither_none_nor_a_reason_is_a_usage_error(tmp_path)
     suite = grader_suite(tmp_path, [py_case("p-bool", "yes", "graders/refund.py:says_yes")])
     with pytest.raises(UsageError, match=r"graders/refund.py:says_yes returned True for case p-bool: a grader returns None \(pass\) or a reason string \(fail\)"):
         grade_suite(suite)
-
-
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="grading forks only with two cores or more")
-def test_a_grader_raising_in_a_forked_worker_still_stops_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(grade_module, "parallel_map", functools.partial(parallel.parallel_map, min_items=2))
-    suite = grader_suite(tmp_path, [py_case(f"p-{i}", "refund") for i in range(6)] + [py_case("p-pid", "pid")])
-    with pytest.raises(UsageError) as err:
-        grade_suite(suite)
-    message = str(err.value)
-    assert message.startswith("graders/refund.py:check raised RuntimeError: in process ") and message.endswith("(graders/refund.py line 9, case p-pid)")
-    assert int(message.split("in process ")[1].split()[0]) != os.getpid()  # it was raised in a worker, and reached the parent
 
 
 def test_a_grader_raising_in_a_live_run_is_exit_2_not_a_drop(tmp_path):

@@ -9,7 +9,7 @@ from envelope_ci.model import Channel, Fingerprint, Label, Pin, Thresholds
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 T = Thresholds()
-FP = Fingerprint("adjudication", "unspecified", "gpt-4o-mini-2024-07-18", 0.0)
+FP = Fingerprint("adjudication", "unspecified", "gpt-4o-mini-2024-07-18", 0.0, "1")
 
 
 def pin(chars=100, tokens=20, ms=400.0, estimated=False, label="right", channel="stable") -> Pin:

@@ -337,8 +337,8 @@ def test_tool_call_graded_on_its_arguments_against_a_schema():
     assert 'expect_json: $.city: expected "London", got "Edinburgh"' in wrong.reasons
     bad = grade(recorded(_tool_body('{"city":"Edinburgh","units":"kelvin"}')), tools=tools, schema=WEATHER_SCHEMA)
     assert bad.label is Label.SCHEMA
-    assert "'country' is a required property" in reasons_text(bad)
-    assert "units: 'kelvin' is not one of" in reasons_text(bad)
+    assert '"country" is a required property' in reasons_text(bad)
+    assert 'units: "kelvin" is not one of' in reasons_text(bad)
     prose = grade(recorded(_tool_body("city=Edinburgh")), tools=tools, schema=WEATHER_SCHEMA)
     assert prose.label is Label.SCHEMA
 
@@ -416,7 +416,11 @@ def test_prose_for_a_schema_case_is_schema_without_fence_hint():
 
 @pytest.mark.parametrize(
     "content,needle",
-    [('{"value": 42}', "'answer' is a required property"), ('{"answer": "42"}', "answer: '42' is not of type 'integer'"), ("[42]", "is not of type 'object'")],
+    [
+        ('{"value": 42}', '"answer" is a required property'),
+        ('{"answer": "42"}', 'answer: "42" is not of type "integer"'),
+        ("[42]", 'is not of type "object"'),
+    ],
 )
 def test_parseable_json_failing_the_schema_is_schema(content, needle):
     g = grade(recorded(chat_body(content)), **JSON_CASE)

@@ -2,34 +2,20 @@
 from __future__ import annotations
 
 import json
-import os
-import pickle
 import time
-import tracemalloc
 from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, case, chat_body, make_case, make_suite, recorded, transport_error, write_replay
 
-from envelope_ci import parallel
 from envelope_ci.errors import Problem, UsageError
+from envelope_ci.grading.envelope import classify
 from envelope_ci.grading.grade import grade
 from envelope_ci.model import Envelope, Label
-from envelope_ci.sources.cases import (
-    DIGEST_LATER,
-    Checked,
-    _digest_or_none,
-    attach_digests,
-    build_case,
-    case_schema,
-    checked,
-    load_cases,
-    raw_cases,
-    suite_case_digests,
-)
+from envelope_ci.sources.cases import build_case, case_schema, checked, load_cases, raw_cases
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES, RawCase
-from envelope_ci.sources.recordings import Replay, envelope_from_raw, iter_replay, offline_envelopes, replay_of
+from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -258,8 +244,8 @@ def test_offline_envelopes_sources(tmp_path):
     assert envs["c"] == [Envelope(completion="text")]
     assert envs["r"][0].body["choices"][0]["message"]["content"] == "one" and envs["r"][0].http_status == 200
     assert len(envs["l"]) == 2
-    replay = Replay({"c": [json.dumps({"id": "c", "recorded": recorded(chat_body("replayed"))})]}, {"c": [None]})
-    assert offline_envelopes(cases, replay)["c"] == replay.envelopes("c")
+    replay = Replay({"c": [envelope_from_raw(recorded(chat_body("replayed")))]}, {"c": [None]})
+    assert offline_envelopes(cases, replay)["c"] == replay.envelopes["c"]
     assert offline_envelopes(cases, replay)["c"][0].body["choices"][0]["message"]["content"] == "replayed"
 
 
@@ -270,34 +256,31 @@ def test_offline_envelopes_a_replay_of_every_case_and_a_replay_of_some(tmp_path)
         {"id": "b", "prompt": "p", "completion": "hand-written"},
     ])
     cases = load_cases(root, set())
-    line = {"id": "a", "recorded": recorded(chat_body("replayed"))}
+    line = [envelope_from_raw(recorded(chat_body("replayed")))]
     asked = {"digest": "sha256:x", "parts": {}}
-    some = offline_envelopes(cases, Replay({"a": [json.dumps(line)]}, {"a": [asked]}))
+    some = offline_envelopes(cases, Replay({"a": line}, {"a": [asked]}))
     assert (some.replayed, list(some), len(some)) == (1, ["a", "b"], 2)
     assert some["a"][0].body["choices"][0]["message"]["content"] == "replayed"
     assert some["b"] == [Envelope(completion="hand-written")]
     assert dict(some.requests) == {"a": [asked], "b": []}
-    every = offline_envelopes(cases, Replay({"a": [json.dumps(line)], "b": [json.dumps({**line, "id": "b"})]}, {"a": [asked], "b": [None, None]}))
+    every = offline_envelopes(cases, Replay({"a": line, "b": line}, {"a": [asked], "b": [None, None]}))
     assert (every.replayed, list(every)) == (2, ["a", "b"])
     assert every["b"][0].body["choices"][0]["message"]["content"] == "replayed"
     assert dict(every.requests) == {"a": [asked], "b": [None, None]}
     # A replay that also holds cases a --filter left out: only the selected cases' requests.
-    wider = offline_envelopes(cases[:1], Replay({"a": [json.dumps(line)], "b": [json.dumps({**line, "id": "b"})]}, {"a": [asked], "b": [None]}))
+    wider = offline_envelopes(cases[:1], Replay({"a": line, "b": line}, {"a": [asked], "b": [None]}))
     assert (wider.replayed, dict(wider.requests)) == (1, {"a": [asked]})
     with pytest.raises(KeyError):
         wider["no-such-case"]
 
 
-def test_replay_of_keeps_each_cases_lines_in_file_order_and_leaves_its_input_alone(tmp_path):
+def test_read_replay_keeps_each_cases_lines_in_file_order(tmp_path):
     path = tmp_path / "replay.jsonl"
     lines = [{"id": "a", "recorded": recorded(chat_body(f"answer {i}"))} for i in range(3)]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    read = list(iter_replay(path))
-    before = [tuple(x) for x in read]
-    replay = replay_of(read, "replay.jsonl", {"a"})
-    assert [e.reply.content for e in replay.envelopes("a")] == ["answer 0", "answer 1", "answer 2"]
+    replay = read_replay(path, {"a"})
+    assert [classify(e).reply.content for e in replay.envelopes["a"]] == ["answer 0", "answer 1", "answer 2"]
     assert replay.requests["a"] == [None, None, None]
-    assert [tuple(x) for x in read] == before and replay_of(read, "replay.jsonl", {"a"}).requests["a"] == [None, None, None]
 
 
 def test_case_with_nothing_to_grade_offline(tmp_path):
@@ -309,31 +292,26 @@ def test_case_with_nothing_to_grade_offline(tmp_path):
 
 
 def load_recordings(path, case_ids):
-    return replay_of(list(iter_replay(path)), path.as_posix(), case_ids)
+    return read_replay(path, case_ids)
 
 
 def test_load_recordings(tmp_path):
     path = write_replay(tmp_path / "rec.jsonl", [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()), ("b", [recorded(chat_body("y")), recorded(chat_body("z"))])])
     out = load_recordings(path, {"a", "b", "c"})
-    assert [e.elapsed_ms for e in out.envelopes("a")] == [10.0, 1.2] and out.envelopes("a")[1].label is Label.DROP
-    assert len(out.envelopes("b")) == 2 and "c" not in out.held and out.requests["b"] == [None, None]
+    assert [e.elapsed_ms for e in out.envelopes["a"]] == [10.0, 1.2]
+    assert classify(out.envelopes["a"][1]).label is Label.DROP
+    assert len(out.envelopes["b"]) == 2 and "c" not in out.envelopes and out.requests["b"] == [None, None]
 
 
-def test_replay_lines_are_judged_ahead_and_graded_as_read(tmp_path):
-    """Read on another core, a replay's envelopes come back judged, without their text; each grades as the envelope itself.
-
-    A line whose envelopes carry a judge's (an llm-rubric verdict, even in one repeat of a list) keeps its text: it is
-    judged with the case's rubrics when graded.
-    """
+def test_replay_lines_grade_as_the_envelopes_recorded(tmp_path):
+    """Each envelope of a replay grades as the envelope itself, a judge's (an llm-rubric verdict) carried too."""
     kase = make_case(must_include=["x"])
     with_judge = {**recorded(chat_body("x")), "judgements": {"says x": recorded(chat_body('{"pass": true, "reason": "ok"}'))}}
     lines = [("a", recorded(chat_body("x"), elapsed_ms=10.0)), ("a", transport_error()),
              ("b", [recorded(chat_body("y")), recorded(chat_body("x", finish_reason="length"))]), ("c", with_judge), ("c", [recorded(chat_body("x")), with_judge])]
     path = write_replay(tmp_path / "rec.jsonl", lines)
-    read = list(iter_replay(path))
-    assert [len(line.held) if isinstance(line.held, tuple) else "text" for line in read] == [1, 1, 2, "text", "text"]
-    replay = replay_of(read, path.as_posix(), {"a", "b", "c"})
-    got = [grade(e, kase) for case_id in "abc" for e in replay.envelopes(case_id)]
+    replay = read_replay(path, {"a", "b", "c"})
+    got = [grade(e, kase) for case_id in "abc" for e in replay.envelopes[case_id]]
     expected = [grade(envelope_from_raw(env), kase) for _, value in lines for env in (value if isinstance(value, list) else [value])]
     assert got == expected and [g.label for g in got] == [Label.RIGHT, Label.DROP, Label.WRONG, Label.TRUNCATED, Label.RIGHT, Label.RIGHT, Label.RIGHT]
 
@@ -391,37 +369,16 @@ def test_duplicate_ids_in_one_json_file_name_both_lines(tmp_path):
     assert p.line == 4 and p.message.endswith("c.json:2)")
 
 
-def _assertions_read(cases):
-    return [(c.id, c.digest, [(e.name, type(e.value).__name__) for e in c.expectations], c.messages) for c in cases]
-
-
-@pytest.mark.skipif(not parallel.forks(), reason="workers are forked only where fork exists and there is a second core")
-def test_cases_built_from_checks_made_in_workers_are_the_cases_built_here(tmp_path, monkeypatch):
-    """Workers send their checks without the assertions they read (they do not pickle): building reads them again, the same."""
-    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
-    written = [case(f"c{i}", stratum="easy", schema=schema, expect_json={"a": i}, max_chars=50,
-                    **({"assert": [{"type": "icontains-any", "value": ["x", "y"]}, {"type": "regex", "value": "^[a-z]+$"}]} if i % 3 else {}))
-               for i in range(parallel.MIN_ITEMS + 500)]
-    suite = make_suite(tmp_path, files={"cases.jsonl": written})
-    monkeypatch.setattr(parallel, "_busy", lambda: 0)
-    in_workers = load_cases(suite, set())
-    monkeypatch.setattr(parallel, "_busy", lambda: os.cpu_count() or 1)
-    here = load_cases(suite, set())
-    assert _assertions_read(in_workers) == _assertions_read(here)
-    assert {len(c.expectations) for c in here} == {3, 5}
-
-
-def test_a_check_sent_between_processes_leaves_its_assertions_behind():
+def test_a_case_built_from_its_check_is_the_case_built_afresh():
     raw = RawCase(case("c1", schema={"type": "object"}, must_include=["x"]), "cases.yaml", 1, {})
     made = checked(raw)
     assert made.problems == [] and made.digest and sorted(where for where, _ in made.written or ()) == ["must_include", "schema"]
-    assert pickle.loads(pickle.dumps(made)) == Checked([], made.digest, None)
     assert build_case(raw, made.digest, written=made.written) == build_case(raw, made.digest)
 
 
-# -- case digests worked out in another process (a big replay's run) -----------------------------
+# -- a broken file among good ones ---------------------------------------------------------
 
-def _digest_suite(tmp_path: Path) -> Path:
+def _mixed_suite(tmp_path: Path) -> Path:
     """Cases in YAML with defaults, in JSONL, one naming a prompt file, one answered by a sidecar line."""
     root = make_suite(tmp_path, files={
         "a.yaml": "defaults:\n  max_chars: 90\ncases:\n  - {id: y1, prompt: one}\n  - {id: y2, prompt: two, max_chars: 20}\n",
@@ -432,74 +389,10 @@ def _digest_suite(tmp_path: Path) -> Path:
     return root
 
 
-def test_digests_worked_out_elsewhere_are_the_digests_of_loading(tmp_path):
-    root = _digest_suite(tmp_path)
-    whole = load_cases(root, set())
-    later = load_cases(root, set(), digested=False)
-    assert [c.id for c in later] == [c.id for c in whole] == ["y1", "y2", "j1", "j2"]
-    # A case that names a file is digested as it loads, with the file: the others wait for theirs.
-    assert [c.digest == DIGEST_LATER for c in later] == [True, True, True, False]
-    attach_digests(later, suite_case_digests(root, set())[0], fixture_digests(root, set()))
-    assert [c.digest for c in later] == [c.digest for c in whole] and all(c.digest.startswith("sha256:") for c in whole)
-
-
-def test_digests_of_fixtures_that_changed_meanwhile_are_refused(tmp_path):
-    root = _digest_suite(tmp_path)
-    later = load_cases(root, set(), digested=False)
-    files_then = fixture_digests(root, set())
-    (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
-    with pytest.raises(UsageError, match="fixtures changed while this run read them: .* \\(a.yaml\\)"):
-        attach_digests(later, suite_case_digests(root, set())[0], files_then)
-    assert all(c.digest == DIGEST_LATER for c in later[:3])  # nothing half given
-    with pytest.raises(UsageError, match="a case was added or removed"):
-        attach_digests(later[:3], suite_case_digests(root, set())[0], fixture_digests(root, set()))
-    # A case whose data the other reading could not digest: refused too, and nothing given before it.
-    files_now = fixture_digests(root, set())
-    reread = suite_case_digests(root, set())[0]
-    with pytest.raises(UsageError, match="case 'y2' changed while this run read it"):
-        attach_digests(later, reread._replace(cases=[reread.cases[0], None, *reread.cases[2:]]), files_now)
-    assert later[0].digest == DIGEST_LATER
-
-
-def test_a_fixtures_file_edited_while_the_digests_are_read_is_refused(tmp_path, monkeypatch):
-    """Between the file digests and the cases read, an edit would give a case the digest of text the run never graded."""
-    import envelope_ci.sources.cases as cases_module
-
-    root = _digest_suite(tmp_path)
-    real = cases_module.iter_file
-
-    def edited_meanwhile(*args, **kwargs):
-        (root / "a.yaml").write_text("cases:\n  - {id: y1, prompt: ONE}\n  - {id: y2, prompt: two}\n", "utf-8")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cases_module, "iter_file", edited_meanwhile)
-    with pytest.raises(UsageError, match="fixtures changed while this run read them"):
-        suite_case_digests(root, set())
-
-
-def test_digests_worked_out_elsewhere_skip_the_files_the_run_refuses(tmp_path):
-    """A file with a problem has no cases for either reading (the run stops on it): the other files' digests stay in step."""
-    root = _digest_suite(tmp_path)
+def test_a_file_with_a_problem_gives_no_cases(tmp_path):
+    """A file with a problem has no cases (the run stops on it): the other files' cases are read, in order."""
+    root = _mixed_suite(tmp_path)
     (root / "c.jsonl").write_text(json.dumps(case("k1")) + "\n{not json\n" + json.dumps(case("k2")) + "\n", "utf-8")
     (root / "d.jsonl").write_text(json.dumps(case("m1")) + "\n", "utf-8")
     raws, problems = raw_cases(root, set())
     assert [p.line for p in problems] == [2] and [r.data["id"] for r in raws] == ["y1", "y2", "j1", "j2", "m1"]
-    assert suite_case_digests(root, set())[0].cases == [_digest_or_none(r.data) for r in raws]
-
-
-def test_digests_worked_out_elsewhere_hold_no_more_than_one_case_at_a_time(tmp_path):
-    """Held, a 100,000-case suite's parsed cases were 350 MB in the child beside the run's own: each is digested and let go."""
-    cases = [case(f"c{i:05d}", schema={"type": "object", "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}},
-                  expect_json={"answer": i}, tags=["a", "b", "c"]) for i in range(4000)]
-    root = make_suite(tmp_path, files={"big.jsonl": cases})
-    size = (root / "big.jsonl").stat().st_size
-    tracemalloc.start()
-    try:
-        found = suite_case_digests(root, set())[0]
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert len(found.cases) == 4000
-    # The text (read as one string), a block of its lines and the digests: 2.9 times the file here. The cases held
-    # were 12.5 times the file.
-    assert peak < 5 * size, (peak, size)

@@ -1,7 +1,6 @@
 """Edges an independent review found: each once a traceback, a wrong exit code, or a report that hid something."""
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -19,6 +18,7 @@ from conftest import (
     write_pins,
     write_replay,
 )
+from msgspec.structs import replace
 
 from envelope_ci.analysis.cases import judge_case
 from envelope_ci.analysis.promotion import write_refusal
@@ -73,7 +73,7 @@ def test_an_internal_error_is_not_exit_1(tmp_path, monkeypatch):
 
 
 def test_write_pins_refuses_a_run_that_failed_closed():
-    fp = Fingerprint("adjudication", "unspecified", None, 0.0)
+    fp = Fingerprint("adjudication", "unspecified", None, 0.0, "1")
     why = write_refusal(Lane.ADJUDICATION, False, fp, None, False, [], ["the response named no model for: a"])
     assert why is not None and "failed closed" in why and "named no model" in why
 
@@ -102,7 +102,7 @@ def test_a_case_temperature_is_in_its_fingerprint():
 
     kase = make_case(id="t", temperature=1.2, completion="x")
     g = grade("x", kase)
-    result = judge_case(kase, [g], Fingerprint("smoke", "unspecified", None, 0.0), None, Thresholds())
+    result = judge_case(kase, [g], Fingerprint("smoke", "unspecified", None, 0.0, "1"), None, Thresholds())
     assert result.fingerprint.temperature == 1.2
 
 
@@ -131,8 +131,8 @@ def test_the_pin_command_reproduces_the_run():
     base = RunInfo(mode="offline", lane="smoke", fixtures_dir="evals", pins="evals/envelope-pins.json", repeats=1, replay=None,
                    model_requested=None, endpoint_class="unspecified", temperature=0.0, thresholds=Thresholds(), config_file=None)
     assert pin_command(base) == "envelope-ci run evals --pins evals/envelope-pins.json --lane adjudication --write-pins"
-    assert "--replay 'new model.jsonl'" in pin_command(dataclasses.replace(base, mode="replay", replay="new model.jsonl"))
-    live = pin_command(dataclasses.replace(base, mode="live", model_requested="gpt-x", endpoint_class="azure"))
+    assert "--replay 'new model.jsonl'" in pin_command(replace(base, mode="replay", replay="new model.jsonl"))
+    live = pin_command(replace(base, mode="live", model_requested="gpt-x", endpoint_class="azure"))
     assert '--endpoint-class azure' in live and '--base-url "$EVAL_BASE_URL" --model gpt-x' in live
 
 

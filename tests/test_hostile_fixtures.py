@@ -8,12 +8,12 @@ import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
+import jsonschema_rs
 import pytest
 from conftest import case, chat_body, make_case, make_suite, recorded, run_cli
-from referencing.exceptions import Unresolvable
 
 from envelope_ci.errors import UsageError
-from envelope_ci.grading.assertions.is_json import TOO_DEEP, compile_schema
+from envelope_ci.grading.assertions.is_json import compile_schema
 from envelope_ci.grading.grade import grade
 from envelope_ci.sources.cases import load_cases
 from envelope_ci.sources.parse import MAX_ALIAS_BYTES, MAX_DEPTH, parse_json, parse_jsonl
@@ -129,8 +129,10 @@ HOSTILE = {
     "schema-ref-mutual-loop": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema:\n    $defs: {a: {$ref: '#/$defs/b'}, b: {allOf: [{$ref: '#/$defs/a'}]}}\n"
                                           "    $ref: '#/$defs/a'\n"}, "c.yaml:4", "loop"),
     "schema-ref-nowhere": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$ref: '#/$defs/gone'}\n"}, "c.yaml:4", "not inside this schema"),
-    "schema-$schema-not-text": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$schema: true}\n"}, "c.yaml:4", "not of type 'string'"),
-    "schema-$id-not-a-uri": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$id: 'http://[::1'}\n"}, "c.yaml:4", "not a URI"),
+    "schema-$schema-not-text": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$schema: true}\n"},
+                                "c.yaml:4", 'not of type "string"'),
+    "schema-$id-not-a-uri": ({"c.yaml": "- id: a\n  prompt: p\n  completion: '{}'\n  schema: {$id: 'http://[::1'}\n"},
+                             "c.yaml:4", "Invalid URI reference 'http://[::1'"),
     "config-control-byte": ({"c.yaml": OK, "envelope-ci.yaml": "size_slack: 2\nthin_below: \x01\n"}, "envelope-ci.yaml:2", "U+0001"),
     "config-deep": ({"c.yaml": OK, "envelope-ci.yaml": f"headers: {nested(2000)}\n"}, "envelope-ci.yaml:1", "deeper"),
     "config-infinity": ({"c.yaml": OK, "envelope-ci.yaml": "size_slack: .inf\n"}, "envelope-ci.yaml:1", "not a JSON number"),
@@ -202,7 +204,7 @@ def test_item_12_a_remote_ref_is_bad_input_and_never_fetched(tmp_path, listener)
 def test_item_12_no_validator_fetches_at_grading_time_either(listener):
     """A schema that reached grading without the load-time check still cannot make a request."""
     url = url_of(listener)
-    with pytest.raises(Unresolvable):
+    with pytest.raises(jsonschema_rs.ValidationError, match="never fetches"):
         compile_schema({"$ref": url})({})
     assert not connected(listener)
 
@@ -219,11 +221,15 @@ def test_item_12_refs_inside_the_schema_and_to_metaschemas_still_work():
 
 def test_item_12_a_deep_answer_under_a_recursive_schema_is_graded_not_raised():
     schema = {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#"}}]}
-    body = chat_body(nested(900)[:900] + "1" + nested(900)[900:])
-    got = grade(envelope_from_raw(recorded(body)), make_case(schema=schema))
-    assert got.label.value == "schema" and got.reasons == (f"schema: {TOO_DEEP}",)
-    negated = grade(envelope_from_raw(recorded(body)), make_case(**{"assert": [{"type": "not-is-json", "value": schema}]}))
-    assert negated.label.value == "schema" and negated.reasons == (f"schema: {TOO_DEEP}",)
+    satisfies = chat_body(nested(900)[:900] + "1" + nested(900)[900:])
+    fails = chat_body(nested(900)[:900] + '"x"' + nested(900)[900:])
+    assert grade(envelope_from_raw(recorded(satisfies)), make_case(schema=schema)).label.value == "right"
+    got = grade(envelope_from_raw(recorded(fails)), make_case(schema=schema))
+    assert got.label.value == "schema" and len(got.reasons) == 1 and "does not satisfy this schema" in got.reasons[0]
+    negated = make_case(**{"assert": [{"type": "not-is-json", "value": schema}]})
+    assert grade(envelope_from_raw(recorded(fails)), negated).label.value == "right"
+    got = grade(envelope_from_raw(recorded(satisfies)), negated)
+    assert got.label.value == "schema" and got.reasons == ("schema: the answer satisfies a schema it must not",)
 
 
 @pytest.mark.parametrize("extra, loads", [(0, True), (1, False)])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import to_json
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fake_openai import Behaviour, FakeOpenAI  # noqa: E402
@@ -148,12 +149,12 @@ def test_the_judge_is_part_of_the_fingerprint_and_the_pins(srv: FakeOpenAI, tmp_
 
 
 def test_another_judge_is_another_experiment() -> None:
-    mine = Fingerprint("smoke", "x", "m", 0.0, judge="big@0")
-    pinned = Fingerprint("smoke", "x", "m", 0.0, judge="small@0")
+    mine = Fingerprint("smoke", "x", "m", 0.0, "1", judge="big@0")
+    pinned = Fingerprint("smoke", "x", "m", 0.0, "1", judge="small@0")
     assert mine.comparable_key() != pinned.comparable_key()
     assert mine.differences(pinned) == "judge small@0 → big@0"
-    assert "judge" not in Fingerprint("smoke", "x", "m", 0.0).as_dict()
-    assert Fingerprint.from_dict(mine.as_dict()) == mine
+    assert "judge" not in to_json(Fingerprint("smoke", "x", "m", 0.0, "1"))
+    assert Fingerprint.from_dict(to_json(mine)) == mine
 
 
 def test_unknown_endpoint_is_bad_input_offline_too(tmp_path: Path) -> None:

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
 from envelope_ci.formats.markdown import _fmt_tenths, _fmt_whole, fmt_num
 from envelope_ci.model import Channel, Gate, Label, Outcome
-from envelope_ci.report.model import _dumps
 
 NUMBERS = [None, 0, 7, -3, 10**12, 0.0, 0.05, 0.15, 2.5, 3.5, 329.84999, -1.25, 1e16, True, False]
 
@@ -26,19 +24,6 @@ ROWS = [
     "a bare string",
     42,
 ]
-
-
-@pytest.mark.parametrize("value", ROWS)
-def test_row_encoder_writes_what_json_dumps_writes(value: object) -> None:
-    assert _dumps(value) == json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode(value)
-
-
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_row_encoder_refuses_what_json_dumps_refuses(bad: float) -> None:
-    with pytest.raises(ValueError):
-        _dumps({"ms": bad})
-    with pytest.raises(TypeError):
-        _dumps({"unknown": object()})
 
 
 @pytest.mark.parametrize("value", ROWS)

@@ -16,6 +16,7 @@ from conftest import (
     pinned_gate_suite,
     run_cli,
     run_report,
+    to_json,
     transport_error,
     write_pins,
     write_replay,
@@ -28,7 +29,7 @@ from envelope_ci.sources.pins import PINS_FORMAT, PINS_VERSION, parse_pins, read
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
-FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0)
+FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0, "1")
 PIN = Pin("sha256:abc", "right", "stable", 38, 12, False, 400.0, 410.5, FP)
 
 
@@ -45,14 +46,15 @@ def test_render_is_versioned_canonical_one_case_per_line():
     lines = text.splitlines()
     assert len(lines) == 1 + 1 + 2 + 1  # head (files follow, none here), cases opener, one line per case, closing
     head = json.loads(lines[0][: -len(',"files":{')] + "}")
-    assert head == {"format": PINS_FORMAT, "version": PINS_VERSION, "fixtures_hash": "sha256:fixtures", "fingerprint": FP.as_dict()}
+    assert head == {"format": PINS_FORMAT, "version": PINS_VERSION, "fixtures_hash": "sha256:fixtures",
+                    "fingerprint": to_json(FP)}
     assert lines[1] == '},"cases":{'
     lines = lines[1:]
     assert lines[1].startswith('"alpha":') and lines[2].startswith('"zeta":')  # sorted ids
     assert lines[-1] == "}}"
     assert json.loads(lines[2].split(":", 1)[1]) == {
         "hash": "sha256:abc", "label": "right", "channel": "stable", "chars": 38, "tokens": 12, "tokens_estimated": False,
-        "ms": 400.0, "ms_p95": 410.5, "fingerprint": FP.as_dict()}
+        "ms": 400.0, "ms_p95": 410.5, "fingerprint": to_json(FP)}
     data = json.loads(text)
     assert data["version"] == 1 and data["format"] == "envelope-ci/pins" and set(data["cases"]) == {"alpha", "zeta"}
 
@@ -87,7 +89,7 @@ def test_example_pins_parse():
 
 # -- who may write ---------------------------------------------------------------------------
 
-RUN_FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0)
+RUN_FP = Fingerprint("adjudication", "unspecified", MODEL, 0.0, "1")
 
 
 def test_write_refusal_rules():
@@ -98,12 +100,12 @@ def test_write_refusal_rules():
     assert "CI" in write_refusal(Lane.ADJUDICATION, True, RUN_FP, stored, False, [])
     assert "smoke" in write_refusal(Lane.SMOKE, False, RUN_FP, stored, False, [])
     assert "2 case(s) got no gradeable envelope (a, b)" in write_refusal(Lane.ADJUDICATION, False, RUN_FP, stored, False, ["a", "b"])
-    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0)
+    other = Fingerprint("adjudication", "unspecified", OTHER_MODEL, 0.0, "1")
     why = write_refusal(Lane.ADJUDICATION, False, other, stored, False, [])
     assert "--move-baseline" in why and OTHER_MODEL in why
     assert write_refusal(Lane.ADJUDICATION, False, other, stored, True, []) is None
     # the lane is not part of the comparison: a smoke-written stored fingerprint still matches
-    assert write_refusal(Lane.ADJUDICATION, False, RUN_FP, Pins("h", Fingerprint("smoke", "unspecified", MODEL, 0.0), {}), False, []) is None
+    assert write_refusal(Lane.ADJUDICATION, False, RUN_FP, Pins("h", Fingerprint("smoke", "unspecified", MODEL, 0.0, "1"), {}), False, []) is None
     # CI wins even with --move-baseline
     assert "CI" in write_refusal(Lane.ADJUDICATION, True, other, stored, True, [])
 
@@ -150,7 +152,7 @@ def test_adjudication_writes_pins_and_a_rerun_passes(tmp_path):
     assert len(files) == 1  # the suite's one case file, by path and digest
     assert text.count("\n") == 1 + len(files) + 1 + 3 + 1  # head, one line per file, cases opener, one line per case, closing
     pins = read_pins(pins_path)
-    assert pins.fingerprint == Fingerprint("adjudication", "unspecified", MODEL, 0.0)
+    assert pins.fingerprint == Fingerprint("adjudication", "unspecified", MODEL, 0.0, "1")
     assert {cid: (p.label, p.channel) for cid, p in pins.cases.items()} == {
         "s-right": ("right", "stable"), "s-wrong-1": ("wrong", "correctness"), "s-wrong-2": ("wrong", "correctness")}
     assert pins.cases["s-right"].ms == 400.0 and pins.cases["s-right"].tokens == 12 and not pins.cases["s-right"].tokens_estimated

@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -23,23 +22,28 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtual environment with the example plug-in installed from its source folder (no network)."""
-    root = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(root)
-    python = root / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(PLUGIN)]
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the example plug-in installed into it from its source folder (no network): wheel built, dist-info and all.
+
+    Built and installed by this interpreter (the one with the test extra's setuptools and wheel), not by a
+    virtual environment's: a venv made from a venv has the *base* interpreter's packages, which need not
+    have a build backend, nor envelope-ci's own dependencies.
+    """
+    site = tmp_path_factory.mktemp("plugin-site")
+    install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+               "--disable-pip-version-check", "--target", str(site), str(PLUGIN)]
     done = subprocess.run(install, capture_output=True, text=True, env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr
-    return python
+    assert list(site.glob("envelope_ci_max_words-*.dist-info/entry_points.txt")), sorted(p.name for p in site.iterdir())
+    return site
 
 
 def _run(python: Path, *args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), "-m", "envelope_ci", *map(str, args)], capture_output=True, text=True, env=_env(**env), timeout=120)
 
 
-def test_installed_max_words_plugin_grades_a_suite(plugin_python, tmp_path):
-    done = _run(plugin_python, "run", PLUGIN / "evals", "--out", tmp_path / "out")
+def test_installed_max_words_plugin_grades_a_suite(plugin_site, tmp_path):
+    done = _run(Path(sys.executable), "run", PLUGIN / "evals", "--out", tmp_path / "out", PYTHONPATH=str(plugin_site))
     report = json.loads((tmp_path / "out" / "report.json").read_text("utf-8"))
     labels = {c["id"]: (c["label"], c["reasons"]) for c in report["cases"]}
     assert labels["short-greeting"] == ("right", [])
@@ -47,8 +51,8 @@ def test_installed_max_words_plugin_grades_a_suite(plugin_python, tmp_path):
     assert done.returncode == 1 and "easy_regression" in report["alerts"]
 
 
-def test_plugin_assertions_join_the_case_schema(plugin_python):
-    schema = json.loads(_run(plugin_python, "schema").stdout)
+def test_plugin_assertions_join_the_case_schema(plugin_site):
+    schema = json.loads(_run(Path(sys.executable), "schema", PYTHONPATH=str(plugin_site)).stdout)
     names = schema["properties"]["assert"]["items"]["properties"]["type"]["enum"]
     assert "max-words" in names and "not-max-words" in names
 

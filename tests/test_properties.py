@@ -7,7 +7,6 @@ opens a fence, a mention or raw HTML as GitHub's parser reads it.
 """
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import re
@@ -20,6 +19,7 @@ from conftest import make_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from markdown_checks import fences_are_ours, gfm
+from msgspec.structs import astuple
 
 from envelope_ci.analysis.cases import measure_of
 from envelope_ci.canonical import LONE_SURROGATE, canonical_json
@@ -268,7 +268,7 @@ def test_the_measure_of_one_repeat_is_that_of_three_alike(label, chars, tokens, 
     """One repeat's figures are taken as they are; three alike take the general path (medians and p95 of three equal values)."""
     one = Grade(label, (), None, None, None, 200, chars, tokens, estimated, ms, None, 1)
     fast, general = measure_of([one]), measure_of([one] * 3)
-    assert fast == general and [type(v) for v in dataclasses.astuple(fast)] == [type(v) for v in dataclasses.astuple(general)]  # 400 stays 400, not 400.0
+    assert fast == general and [type(v) for v in astuple(fast)] == [type(v) for v in astuple(general)]  # 400 stays 400, not 400.0
 
 
 @bounded(400)

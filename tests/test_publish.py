@@ -1,13 +1,15 @@
 """The action's publishing helpers over the typed report."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
+
 from envelope_ci.action.publish import MAX_ANNOTATIONS, case_annotations, file_outputs, report_outputs, report_warnings
+from envelope_ci.findings import FixtureChanges, LaneStats, Summary
 from envelope_ci.model import Channel, Fingerprint, Gate, Label, Outcome, Thresholds, Verdict
-from envelope_ci.report.model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, LaneStats, Report, RunInfo, Summary
+from envelope_ci.report.model import REPORT_VERSION, BaseDiff, CaseRow, Report, RunInfo
 
 
 def _case(cid: str, outcome: Outcome, channel: Channel, gate: Gate, stratum: str | None = "easy", line: int = 3) -> CaseRow:
@@ -25,12 +27,12 @@ def _report(cases: tuple[CaseRow, ...] = (), **fields: Any) -> Report:
     report = Report(
         report_version=REPORT_VERSION, verdict=Verdict.PASS, alerts=(), alert_details=(), blockers=(), notes=(), summary=summary,
         strata={}, lanes=LaneStats(0, 0, 0, (), 0, 0), fixtures=FixtureChanges("h", None, False, (), (), (), ()),
-        fingerprint=Fingerprint("smoke", "unspecified", None, 0.0), regressions=(), known_failures=(), improvements=(),
+        fingerprint=Fingerprint("smoke", "unspecified", None, 0.0, "1"), regressions=(), known_failures=(), improvements=(),
         undelivered=(), run=RunInfo("offline", "smoke", "evals", "evals/envelope-pins.json", 1, None, None, "unspecified", 0.0,
                                     Thresholds(), None),
-        base=None, cases=cases,
+        base=None, next_steps=(), cases=cases,
     )
-    return dataclasses.replace(report, **fields)
+    return replace(report, **fields)
 
 
 REGRESSION = (Outcome.REGRESSION, Channel.CORRECTNESS, Gate.FAIL)
@@ -60,7 +62,7 @@ def test_annotations_are_capped_with_a_count(tmp_path: Path):
 
 def test_outputs_from_the_report():
     report = _report(verdict=Verdict.FAIL, regressions=("a",), alerts=("easy_regression", "thin_stratum"))
-    report = dataclasses.replace(report, summary=dataclasses.replace(report.summary, stable=3, yield_=0.75, accuracy_on_yield=None))
+    report = replace(report, summary=replace(report.summary, stable=3, yield_=0.75, accuracy_on_yield=None))
     assert report_outputs(report) == {"verdict": "fail", "stable": "3", "regressions": "1", "yield": "0.75",
                                       "accuracy-on-yield": "", "alerts": "easy_regression,thin_stratum", "baseline-lowered": "false"}
 

@@ -1,7 +1,6 @@
 """Reports: the report.json contract key by key, JUnit XML, Markdown (its escaping, and the comment's first screen as GitHub renders it), the console."""
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 import re
@@ -25,14 +24,16 @@ from conftest import (
     write_replay,
 )
 from markdown_checks import fences_are_ours, gfm
+from msgspec.structs import replace
 
+from envelope_ci.findings import PinBrief
 from envelope_ci.formats.console import render_console
 from envelope_ci.formats.escape import inline
 from envelope_ci.formats.junit import render_junit
 from envelope_ci.formats.markdown import FIRST_SCREEN_ROWS, TIME_CHART_MAX, render_markdown
 from envelope_ci.model import Channel, Detail, Gate, Label, Outcome, Verdict
 from envelope_ci.report.build import scrub
-from envelope_ci.report.model import REPORT_VERSION, BaseDiff, BaseDiffRow, NextStep, PinBrief, Report
+from envelope_ci.report.model import REPORT_VERSION, BaseDiff, BaseDiffRow, NextStep, Report
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -261,8 +262,8 @@ def example() -> Report:
 
 def with_cases(report: Report, changes: dict[str, dict]) -> Report:
     """`report` with some case rows changed (the summary is left as it was: the renderers read the rows)."""
-    cases = tuple(dataclasses.replace(c, **changes.get(c.id, {})) for c in report.cases)
-    return dataclasses.replace(report, cases=cases)
+    cases = tuple(replace(c, **changes.get(c.id, {})) for c in report.cases)
+    return replace(report, cases=cases)
 
 
 def regressed(report: Report, **extra) -> Report:
@@ -270,7 +271,7 @@ def regressed(report: Report, **extra) -> Report:
     report = with_cases(report, {"no-invented-tracking": {
         "label": Label.WRONG, "channel": Channel.CORRECTNESS, "outcome": Outcome.REGRESSION, "gate": Gate.FAIL,
         "reasons": ("contains forbidden '1Z'",), "preview": "Your tracking number is 1Z999"}})
-    return dataclasses.replace(report, verdict=Verdict.FAIL, regressions=("no-invented-tracking",), **extra)
+    return replace(report, verdict=Verdict.FAIL, regressions=("no-invented-tracking",), **extra)
 
 
 STEPS = (
@@ -322,7 +323,7 @@ def test_rule_16_first_screen_tables_are_cut_in_the_comment_only(example):
 def test_rule_16_measures_read_as_words_and_the_comment_shows_changed_pins_only(example):
     rows = (BaseDiffRow("a", PinBrief(70, 20, 412.4, "right"), PinBrief(79, 20, None, "right"), PinBrief(79, 21, 398.0, "right"), True, None),
             BaseDiffRow("b", PinBrief(61, None, 300.0, "right"), PinBrief(61, None, 300.0, "right"), None, False, None))
-    report = dataclasses.replace(example, base=BaseDiff("git", None, True, rows, ()))
+    report = replace(example, base=BaseDiff("git", None, True, rows, ()))
     full = render_markdown(report)
     assert re.search(r"^\| \*\*a\*\* +\| +\| right · 70 chars · 20 tok · 412 ms +\| right · 79 chars · 20 tok +\| right · 79 chars · 21 tok · 398 ms +\|$",
                      full, re.M)
@@ -358,7 +359,7 @@ def test_rule_16_time_chart_base_pin_vs_this_run(example):
     # With base pins, the chart compares against the base branch's pin.
     rows = tuple(BaseDiffRow(c.id, PinBrief(c.chars, c.tokens, 500.0 if c.id == "intent-refund" else c.ms, "right"), None, None, False, None)
                  for c in example.cases)
-    based = chart_of(render_markdown(dataclasses.replace(report, base=BaseDiff("git", None, True, rows, ()))))
+    based = chart_of(render_markdown(replace(report, base=BaseDiff("git", None, True, rows, ()))))
     assert "intent-refund · base pin" in based and "bar [412, 0, 500, 0]" in based
     assert "### Time moved" not in render_markdown(example)
 
@@ -369,9 +370,9 @@ HOSTILE_IDS = ['q"uote', "br[ack]et, comma", "new\nline", "%%{init: {'theme': 'd
 
 def test_rule_16_time_chart_escapes_ids_and_is_capped(example):
     template = example.cases[1]  # order-status-json: pinned at 412 ms
-    cases = tuple(dataclasses.replace(template, id=HOSTILE_IDS[i] if i < len(HOSTILE_IDS) else f"case-{i}", ms=900.0 + i, channel=Channel.TIME)
+    cases = tuple(replace(template, id=HOSTILE_IDS[i] if i < len(HOSTILE_IDS) else f"case-{i}", ms=900.0 + i, channel=Channel.TIME)
                   for i in range(TIME_CHART_MAX + 5))
-    md = render_markdown(dataclasses.replace(example, cases=cases), Detail.COLLAPSED)
+    md = render_markdown(replace(example, cases=cases), Detail.COLLAPSED)
     assert f"### Time moved ({TIME_CHART_MAX + 5})" in md and f"The {TIME_CHART_MAX} that moved most are drawn." in md
     fences_are_ours(md)
     chart = chart_of(md)
@@ -424,7 +425,7 @@ def test_rule_15_known_failures_sit_apart_from_regressions(example):
 def test_rule_14_baseline_lowered_at_the_top(example):
     rows = (BaseDiffRow("intent-refund", PinBrief(40, 14, 302.0, "right"), PinBrief(40, 14, 302.0, "wrong"), None, True, None),
             BaseDiffRow("gone-case", PinBrief(10, 3, 100.0, "right"), None, None, True, "removed"))
-    report = dataclasses.replace(example, base=BaseDiff("git", None, True, rows, ("intent-refund", "gone-case")))
+    report = replace(example, base=BaseDiff("git", None, True, rows, ("intent-refund", "gone-case")))
     for detail in Detail:
         lines = render_markdown(report, detail).splitlines()
         assert lines[2].startswith("> **⚠️ Baseline lowered. This PR downgrades 2 pins that the base branch had right and stable:** "

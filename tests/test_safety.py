@@ -12,7 +12,7 @@ import time
 import pytest
 from conftest import REPO_ROOT, case, make_suite, run_cli, run_report
 
-from envelope_ci import atomic, parallel
+from envelope_ci import atomic
 from envelope_ci.action.suite import slug
 from envelope_ci.formats.escape import cell, inline
 from envelope_ci.github.comment import marker_for
@@ -167,36 +167,3 @@ def test_14_an_early_sigterm_still_ends_with_reports(tmp_path, delay_s):
     assert proc.returncode == 3, err.decode()
     report = json.loads((out / "report.json").read_text("utf-8"))
     assert report["verdict"] == "inconclusive" and len(report["cases"]) == 20
-
-
-def test_14_a_sigterm_before_a_forked_worker_set_its_signals_still_ends_it():
-    """The race the pool met under load: SIGTERM reached a worker before its initializer ran, so the polite handler ate it and the pool waited for ever.
-
-    Children are forked with SIGTERM blocked: one sent that early waits, and ends the child once its own signals are set.
-    """
-    polite = []
-    previous = signal.signal(signal.SIGTERM, lambda *_: polite.append(1))
-    try:
-        with parallel._forking():
-            pid = os.fork()
-            if pid == 0:  # the child, before its initializer: the parent's polite handler is still installed
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.2)
-                parallel._default_signals()  # the pending SIGTERM is delivered here, by default: the child ends
-                os._exit(0 if not polite else 7)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
-
-
-def test_14_forked_workers_do_not_inherit_the_polite_sigterm_handler():
-    # The pool ends its workers with SIGTERM: a worker that kept the command line's handler
-    # would ignore it, and the parent would wait on it for ever.
-    code = ("from envelope_ci.transport.interrupts import STOP, Interrupts\n"
-            "from envelope_ci import parallel\n"
-            "with Interrupts(STOP):\n"
-            "    for _ in range(15):\n"
-            "        assert parallel.parallel_map(abs, list(range(-5000, 0)))[0] == 5000\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr

@@ -27,8 +27,7 @@ from conftest import (
     write_replay,
 )
 
-from envelope_ci import __version__, merging
-from envelope_ci.parallel import forks
+from envelope_ci import __version__
 from envelope_ci.report.model import Report, report_schema
 from envelope_ci.shard import parse_shard, shard_numbers
 
@@ -120,37 +119,6 @@ def test_merged_shards_are_the_unsharded_run_byte_for_byte(tmp_path, count):
     assert {"easy_regression", "medium_regression", "fixtures_changed", "fingerprint_changed"} <= set(report["alerts"])
     assert all(report["summary"]["counts"].values()) and report["regressions"] and report["base"]["downgraded"] == ["m-3"]
     assert any(r["fixture"] == "removed" for r in report["base"]["diff"]) and any("m-4: repeat 2 of 2" in b for b in report["blockers"])
-
-
-@pytest.mark.skipif(not forks(), reason="the cases table is made on another core only where a child can be forked")
-def test_a_big_merge_makes_the_cases_table_while_it_reads_and_writes_what_the_unsharded_run_writes(tmp_path, monkeypatch):
-    suite, args = busy_pr(tmp_path)
-    _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
-    monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)  # as big as 100k cases
-    given: list[str | None] = []
-    render = merging.render_markdown
-    monkeypatch.setattr(merging, "render_markdown", lambda *a, **k: given.append(k.get("full_table")) or render(*a, **k))
-    assert merge(tmp_path, reports).code == 1
-    assert len(given) == 1 and given[0] and given[0].startswith("| case") and "| m-3 " in given[0]
-    for name in REPORT_FILES:
-        assert (tmp_path / "merged" / name).read_text("utf-8") == (tmp_path / "whole" / name).read_text("utf-8"), name
-
-
-def test_the_merge_writes_each_row_as_its_shard_wrote_it_unless_its_gate_changed(tmp_path):
-    """A row's text is taken from its shard's report.json, not encoded again: a row whose text a shard wrote its own way stays so."""
-    suite, args = busy_pr(tmp_path)
-    _, reports, _ = run_whole_and_shards(tmp_path, suite, 2, *args)
-    shard = json.loads(reports[0].read_text("utf-8"))
-    rows = shard["cases"]
-    kept = next(r for r in rows[1:-1] if r["gate"] == "pass")  # one the whole run gates the same
-    text = reports[0].read_text("utf-8")
-    plain = f'{{"id": "{kept["id"]}", "stratum": '
-    assert text.count(plain) == 1
-    reports[0].write_text(text.replace(plain, f'{{"id": "{kept["id"]}", "stratum":  '), "utf-8")  # one more space
-    assert merge(tmp_path, reports).code == 1
-    merged = (tmp_path / "merged" / "report.json").read_text("utf-8")
-    assert f'{{"id": "{kept["id"]}", "stratum":  ' in merged
-    assert json.loads(merged)["cases"] == json.loads((tmp_path / "whole" / "report.json").read_text("utf-8"))["cases"]
 
 
 def test_a_merge_loads_none_of_what_only_a_run_needs():
@@ -352,9 +320,11 @@ def test_a_row_without_its_place_or_a_place_without_its_row_is_refused(tmp_path,
     refused(tmp_path, [reports[0], dropped, reports[2]], "a row is missing from a report")
 
 
-@pytest.mark.parametrize(("field", "value", "words"), [("position", 1.0, "position in shard.cases is not an integer"),
-                                                       ("temperature", "hot", "temperature in shard.cases is not a number"),
-                                                       ("repeats", ["right", "maybe"], "KeyError: 'maybe'")])
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("position", 1.0, "Expected `int`, got `float` - at `$.shard.cases[...].position`"),
+    ("temperature", "hot", "Expected `float | null`, got `str` - at `$.shard.cases[...].temperature`"),
+    ("repeats", ["right", "maybe"], "Invalid enum value 'maybe' - at `$.shard.cases[...].repeats[1]`"),
+])
 def test_a_case_place_of_the_wrong_type_is_refused(tmp_path, three_shards, field, value, words):
     _, reports = three_shards
     first = next(iter(json.loads(reports[0].read_text("utf-8"))["shard"]["cases"]))
@@ -362,12 +332,10 @@ def test_a_case_place_of_the_wrong_type_is_refused(tmp_path, three_shards, field
     refused(tmp_path, [bad, *reports[1:]], "not a readable envelope-ci report.json", words)
 
 
-@pytest.mark.skipif(not forks(), reason="the cases table is made on another core only where a child can be forked")
-def test_a_merge_written_over_a_shards_own_report_reads_each_report_once(tmp_path, monkeypatch):
-    """``--out`` a shard's own directory: the child that makes report.md's table parses the texts read before, not the files."""
+def test_a_merge_written_over_a_shards_own_report_is_the_whole_runs(tmp_path):
+    """``--out`` a shard's own directory: the shards are read before their reports are written over."""
     suite, args = busy_pr(tmp_path)
     _, reports, _ = run_whole_and_shards(tmp_path, suite, 3, *args)
-    monkeypatch.setattr(merging, "CASES_TABLE_EARLY_BYTES", 0)
     assert run_cli(["merge", *reports, "--out", reports[0].parent]).code == 1
     for name in REPORT_FILES:
         assert (reports[0].parent / name).read_text("utf-8") == (tmp_path / "whole" / name).read_text("utf-8"), name

@@ -245,7 +245,7 @@ def test_done_with_surrounding_spaces():
 
 def test_llama_cpp_error_field_is_an_error_not_an_empty_stream():
     """llama.cpp before 2025-09: an `error:` SSE field, then [DONE]."""
-    from envelope_ci.grading.envelope import judge, transport_label
+    from envelope_ci.grading.envelope import classify, transport_label
     from envelope_ci.model import Envelope, Label
     from envelope_ci.transport.retry import retry_verdict
 
@@ -255,7 +255,7 @@ def test_llama_cpp_error_field_is_an_error_not_an_empty_stream():
     for data in iter_sse_data(bytearray(), stream, OPENAI_CHAT.sse_fields):
         assembler.feed(data)
     env = Envelope(http_status=200, elapsed_ms=5.0, body=assembler.body(), stream_complete=assembler.complete)
-    judged = judge(env)
+    judged = classify(env)
     assert judged.label is Label.DROP and "exceeds the available context size" in judged.reasons[0]
     assert transport_label(env) is Label.DROP
     retry, why = retry_verdict(env, transport_label(env))

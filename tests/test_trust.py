@@ -139,7 +139,7 @@ def _results(planted_labels):
     out = []
     for i, (stratum, label) in enumerate(planted_labels):
         kase = make_case(id=f"c{i}", stratum=stratum, must_include=["ok"])
-        out.append(judge_case(kase, [grade(bodies[label], kase)], Fingerprint("smoke", "x", None, 0.0), None, Thresholds()))
+        out.append(judge_case(kase, [grade(bodies[label], kase)], Fingerprint("smoke", "x", None, 0.0, "1"), None, Thresholds()))
     return out
 
 

@@ -5,8 +5,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from ..model import Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
-from ..report.model import Alert, FixtureChanges, LaneStats, StratumRow, Summary
+from ..findings import Alert, FixtureChanges, LaneStats, StratumRow, Summary
+from ..model import GRADER_VERSION, Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
 from .cases import CaseResult, Judged, judge_case
 from .fixtures import fixture_changes, fixtures_alert
 from .gate import case_gate, decide
@@ -126,7 +126,7 @@ def lost_repeats(results: Sequence[Judged]) -> list[str]:
 def run_fingerprint(shape: RunShape, grades: Mapping[str, Sequence[Grade]]) -> Fingerprint:
     """The run's fingerprint; the model id is what the responses said, never the flag."""
     ids = sorted({g.model_id for gs in grades.values() for g in gs if g.model_id})
-    return Fingerprint(shape.lane.value, shape.endpoint_class, ",".join(ids) or None, shape.temperature)
+    return Fingerprint(shape.lane.value, shape.endpoint_class, ",".join(ids) or None, shape.temperature, GRADER_VERSION)
 
 
 def analyse(

@@ -1,10 +1,7 @@
 """Label + measurements + pin -> the one channel a case is reported under. Pure."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..frozen import quick_init
-from ..model import Channel, Label, Pin, Thresholds
+from ..model import Channel, Data, Label, Pin, Thresholds
 
 _LABEL_CHANNEL = {
     Label.DROP: Channel.TRANSPORT,
@@ -15,9 +12,7 @@ _LABEL_CHANNEL = {
 }
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Measure:
+class Measure(Data, frozen=True):
     """A case's envelope figures, aggregated over its delivered repeats."""
 
     chars: int | None

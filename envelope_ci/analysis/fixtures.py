@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from ..findings import Alert, FixtureChanges
 from ..model import Case, Pins
-from ..report.model import Alert, FixtureChanges
 
 
 def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str, files: Mapping[str, str] | None = None) -> FixtureChanges:

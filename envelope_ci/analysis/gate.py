@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..findings import Alert
 from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Gate, Outcome, Thresholds, Verdict
-from ..report.model import Alert
 from .cases import Judged
 
 # The alerts that mean "this stratum's cases fail the run".

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..report.model import LaneStats
+from ..findings import LaneStats
 from .cases import Judged
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..model import Fingerprint, Lane, Outcome, Pin, Pins, Thresholds
-from ..report.model import PinBrief, PinMove, PinsUpdate
+from ..findings import PinBrief, PinMove, PinsUpdate
+from ..model import GRADER_VERSION, Fingerprint, Lane, Outcome, Pin, Pins, Thresholds
 from .analyse import Analysis
 from .cases import CaseResult, Judged, pinned_good
 from .channels import channel_for
@@ -48,7 +48,7 @@ def write_refusal(
 
 def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: float, stored: Pins | None, move_baseline: bool) -> str | None:
     """Why ``--write-pins`` will be refused, when that is known before any request is sent."""
-    fp = Fingerprint(lane.value, endpoint_class, None, temperature)
+    fp = Fingerprint(lane.value, endpoint_class, None, temperature, GRADER_VERSION)
     refusal = write_refusal(lane, in_ci, fp, None, move_baseline, [])
     if refusal or stored is None or stored.fingerprint is None or move_baseline:
         return refusal

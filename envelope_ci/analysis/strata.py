@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..findings import Alert, StratumRow
 from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Stratum, Thresholds
-from ..report.model import Alert, StratumRow
 from .cases import Judged
 from .summary import rate
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from ..findings import Summary
 from ..model import Channel, Label
-from ..report.model import Summary
 from .cases import Judged
 
 

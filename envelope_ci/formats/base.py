@@ -25,7 +25,7 @@ class ReportFormat:
     render: Render
     description: str = ""
     # ``render``'s text in parts, made as they are written: a format whose text grows with the cases
-    # need never hold it whole (report.json of 100,000 cases: 48 MB, and as much again encoded).
+    # need never hold it whole, nor its encoded bytes beside it.
     parts: Parts | None = None
 
     def text_parts(self, report: Report, detail: Detail) -> Iterable[str]:

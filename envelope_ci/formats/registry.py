@@ -5,14 +5,13 @@ built-in is one module and one line in ``BUILTIN``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache, partial
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from .. import atomic
 from ..errors import UsageError
 from ..model import Detail
-from ..parallel import MIN_ITEMS, one_after_another, run_concurrently
 from ..plugins import load_plugins
 from ..report.model import Report
 from . import builtin
@@ -44,31 +43,10 @@ def chosen(extra: Sequence[str]) -> list[ReportFormat]:
     return [formats[name] for name in dict.fromkeys((*ALWAYS, *extra))]
 
 
-def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = (), made: Mapping[str, Callable[[], Iterable[str]]] | None = None) -> tuple[Path, ...]:
-    """Render and write each format under ``out_dir``; rendered side by side for big runs.
-
-    Each is written as its parts come (``ReportFormat.text_parts``).
-    ``made`` makes some formats' text another way than their ``render`` (by name): a merge
-    writes report.json from its shards' rows, and report.md around a cases table made while it
-    read. Those are written one after another in this process while the renders run in another
-    (``run_concurrently``): forking a 400 MB merge once more, and its copy-on-write, cost more
-    than they do (the three formats of a 100k-case merge: 1.14-1.17 s this way; 1.32-1.38 s with
-    each in a process of its own).
-    """
+def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> tuple[Path, ...]:
+    """Render and write each format under ``out_dir``, each written as its parts come (``ReportFormat.text_parts``)."""
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
-    others = made or {}
-
-    def job(fmt: ReportFormat) -> Callable[[], None]:
-        make = others.get(fmt.name) or partial(fmt.text_parts, report, Detail.FULL)
-
-        def write() -> None:
-            atomic.write_parts(out_dir / fmt.filename, make())
-
-        return write
-
-    cheap = [job(fmt) for fmt in formats if fmt.name in others]
-    rendered = [job(fmt) for fmt in formats if fmt.name not in others]
-    run_concurrently([one_after_another(cheap), *rendered] if cheap else rendered, parallel=len(report.cases) >= MIN_ITEMS)
+    for fmt in formats:
+        atomic.write_parts(out_dir / fmt.filename, fmt.text_parts(report, Detail.FULL))
     return tuple(out_dir / fmt.filename for fmt in formats)
-

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..frozen import quick_init
-from ..model import Envelope, Label
+import msgspec
+
+from ..model import Data, Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
 from ..urls import redact
@@ -31,72 +29,13 @@ STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it 
 _CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Judgement:
+class EnvelopeClass(Data, frozen=True):
     """What the envelope alone says: a transport or truncation label, or None (grade the answer)."""
 
     label: Label | None
     reasons: tuple[str, ...]
     reply: Reply | None
     parsed: tuple[Any, ...] = ()  # the JSON payload, when telling a cut from a whole answer parsed it (a 1-tuple: it may be null)
-
-
-class ReadAhead(NamedTuple):
-    """A recorded envelope judged before its case is known: what grading asks of it and of its ``Judgement``, in one.
-
-    A big --replay file is read on another core while the fixtures load (``parallel.in_background``);
-    judging its envelopes there too takes a fifth of a 100,000-case run off the main process, and
-    this is what comes back instead of the line: no body, no headers (the bulk of a line), a
-    tuple (sent as plain tuples, ``packed_ahead``, for a fraction of the cost of the envelope and
-    judgement as dataclasses).
-    """
-
-    http_status: int | None
-    elapsed_ms: float | None
-    ttft_ms: float | None
-    attempts: int
-    notes: tuple[str, ...]
-    label: Label | None
-    reasons: tuple[str, ...]
-    reply: Reply | None
-    parsed: tuple[Any, ...]
-
-    @property
-    def completion(self) -> None:
-        """A recording is never a bare fixture ``completion``."""
-        return None
-
-    @property
-    def judgements(self) -> Mapping[str, Envelope]:
-        """Empty: an envelope that carries judge envelopes is graded with its case's rubrics, not ahead (``read_ahead``)."""
-        return _NO_JUDGEMENTS
-
-
-_NO_JUDGEMENTS: Mapping[str, Envelope] = MappingProxyType({})
-
-
-def packed_ahead(ahead: ReadAhead) -> tuple[Any, ...]:
-    """``ahead`` as plain tuples, to be sent to another process (``parallel.Packing``): its reply too."""
-    reply = ahead.reply
-    return ahead[:7] + (None if reply is None else tuple(reply), ahead.parsed)
-
-
-def unpacked_ahead(data: tuple[Any, ...]) -> ReadAhead:
-    """``packed_ahead``'s record again, rebuilt by ``tuple.__new__`` in C (a NamedTuple's own ``__new__`` is Python)."""
-    reply = data[7]
-    return tuple.__new__(ReadAhead, data[:7] + (None if reply is None else tuple.__new__(Reply, reply), data[8]))
-# What ``grading.grade`` grades: an envelope as recorded or received, or one judged ahead.
-Gradable = Envelope | ReadAhead
-
-
-def read_ahead(envelope: Envelope) -> ReadAhead | None:
-    """The envelope judged now, for a case graded later; None for a bare ``completion`` or one that carries judge envelopes."""
-    if envelope.judgements or envelope.completion is not None:
-        return None
-    judged = judge(envelope)
-    return ReadAhead(envelope.http_status, envelope.elapsed_ms, envelope.ttft_ms, envelope.attempts, envelope.notes,
-                     judged.label, judged.reasons, judged.reply, judged.parsed)
 
 
 def spoken_text(reply: Reply) -> str:
@@ -135,13 +74,21 @@ def cut_mid_value(text: str) -> bool:
     return _read_json(text)[0]
 
 
+def loads_answer(text: str) -> Any:
+    """An answer's JSON as ``json.loads`` reads it (NaN and lone surrogates too); msgspec reads the commonest, strict JSON, faster."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.MsgspecError:
+        return json.loads(text)
+
+
 def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
     """Whether text is JSON cut mid-value, and ``(value,)`` when it parses as it is (grading then need not parse it again)."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return False, ()
     try:
-        return False, (json.loads(text),)  # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
+        return False, (loads_answer(text),)  # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
     except json.JSONDecodeError:
         pass
     try:
@@ -154,36 +101,36 @@ def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
     return False, ()
 
 
-def judge(envelope: Envelope) -> Judgement:
+def classify(envelope: Envelope) -> EnvelopeClass:
     """The envelope's own label (drop, empty, truncated), or None with the reply to grade."""
     if envelope.completion is not None:
-        return _judge_reply(Reply(envelope.completion, (), None, None, None, None))
+        return _classify_reply(Reply(envelope.completion, (), None, None, None, None))
     if envelope.error is not None or envelope.http_status is None:
-        return Judgement(Label.DROP, (f"no response: {envelope.error or 'unknown transport error'}",), None)
+        return EnvelopeClass(Label.DROP, (f"no response: {envelope.error or 'unknown transport error'}",), None)
     status = envelope.http_status
     body = envelope.body
     if 300 <= status < 400:
         location = next((str(v) for k, v in envelope.headers.items() if k.lower() == "location"), None)
-        return Judgement(Label.DROP, (redirect_reason(status, location),), None)
+        return EnvelopeClass(Label.DROP, (redirect_reason(status, location),), None)
     if status != 200:
         message = error_message(body)
         # A 429 whose quota is gone is not transient: waiting will not help.
         quota = status == 429 and "insufficient_quota" in (message or "")
         why = "transient" if (status in TRANSIENT_STATUSES or status >= 500) and not quota else "request rejected"
-        return Judgement(Label.DROP, (f"HTTP {status} ({why})" + (f": {message}" if message else ""),), None)
+        return EnvelopeClass(Label.DROP, (f"HTTP {status} ({why})" + (f": {message}" if message else ""),), None)
     if not isinstance(body, dict):
         snippet = error_message(body) or "empty body"
-        return Judgement(Label.EMPTY, (f"HTTP 200 but the body is not a JSON object: {snippet[:120]}",), None)
+        return EnvelopeClass(Label.EMPTY, (f"HTTP 200 but the body is not a JSON object: {snippet[:120]}",), None)
     if body.get("error") or body.get("object") == "error":
-        return Judgement(Label.DROP, (f"HTTP 200 carrying an error: {error_message(body)}",), None)
+        return EnvelopeClass(Label.DROP, (f"HTTP 200 carrying an error: {error_message(body)}",), None)
     reply = read_reply(body)
     if reply is None:
-        return Judgement(Label.EMPTY, ("HTTP 200 with no choices",), None)
+        return EnvelopeClass(Label.EMPTY, ("HTTP 200 with no choices",), None)
     if envelope.stream_complete is False:
         # The server cut the stream, not the model its answer: llama-cpp-python ends a stream with a
         # bare [DONE] when the next request arrives, proxies close it at their timeout. Retry it.
-        return Judgement(Label.DROP, (STREAM_CUT,), reply)
-    return _judge_reply(reply)
+        return EnvelopeClass(Label.DROP, (STREAM_CUT,), reply)
+    return _classify_reply(reply)
 
 
 def redirect_reason(status: int, location: str | None) -> str:
@@ -195,14 +142,14 @@ def redirect_reason(status: int, location: str | None) -> str:
     return f"HTTP {status} redirect to {shown}, not followed: point --base-url at where the endpoint really is"
 
 
-def _judge_reply(reply: Reply) -> Judgement:
+def _classify_reply(reply: Reply) -> EnvelopeClass:
     # Whitespace alone is not an answer: a server that pads an empty completion has said nothing.
     spoke = bool(reply.content and reply.content.strip()) or bool(reply.tool_calls) or reply.refusal is not None
     if reply.finish_reason == "length":
-        return Judgement(Label.TRUNCATED, ("finish_reason is 'length' (hit the token limit)",), reply)
+        return EnvelopeClass(Label.TRUNCATED, ("finish_reason is 'length' (hit the token limit)",), reply)
     if not spoke and reply.finish_reason != "content_filter":
         shape = "null" if reply.content is None else "empty"
-        return Judgement(Label.EMPTY, (f"content is {shape} and the model said nothing else",), reply)
+        return EnvelopeClass(Label.EMPTY, (f"content is {shape} and the model said nothing else",), reply)
     notes: list[str] = []
     if reply.finish_reason == "content_filter":
         notes.append("finish_reason is 'content_filter' (the provider's policy answered)")
@@ -210,16 +157,16 @@ def _judge_reply(reply: Reply) -> Judgement:
         notes.append(f"model refused: {reply.refusal[:120]}")
     cut, parsed = _read_json(json_payload(reply)) if speaks_json(reply) else (False, ())
     if cut:
-        return Judgement(Label.TRUNCATED, (*notes, "JSON stops mid-value"), reply)
-    return Judgement(None, tuple(notes), reply, parsed)
+        return EnvelopeClass(Label.TRUNCATED, (*notes, "JSON stops mid-value"), reply)
+    return EnvelopeClass(None, tuple(notes), reply, parsed)
 
 
 def stream_was_cut(envelope: Envelope) -> bool:
     """Whether the server cut this stream before its end (a drop the run counts: see ``STREAM_CUT``)."""
-    return envelope.stream_complete is False and STREAM_CUT in judge(envelope).reasons
+    return envelope.stream_complete is False and STREAM_CUT in classify(envelope).reasons
 
 
 def transport_label(envelope: Envelope) -> Label | None:
     """Drop or empty (worth a retry), else None: what the live client asks of each attempt."""
-    label = judge(envelope).label
+    label = classify(envelope).label
     return label if label is not None and label.is_transport else None

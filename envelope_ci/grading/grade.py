@@ -10,12 +10,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from ..model import Case, Grade, Label
-from ..parallel import parallel_map
+from ..model import Case, Envelope, Grade, Label
 from ..providers.base import Reply
-from .assertions.base import Answer, Failure
-from .envelope import Gradable, Judgement, ReadAhead, json_payload, judge, speaks_json, spoken_text
-from .rubric import Verdict, verdicts_of
+from .assertions.base import Answer, Failure, JudgeVerdict
+from .envelope import EnvelopeClass, classify, json_payload, loads_answer, speaks_json, spoken_text
+from .rubric import verdicts_of
 
 # A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
 _FENCE = re.compile(r"^[ \t]*```", re.M)
@@ -23,10 +22,10 @@ _FENCE = re.compile(r"^[ \t]*```", re.M)
 _SHAPE_THEN_CONTENT = ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRONG))
 
 
-def grade(envelope: Gradable, case: Case) -> Grade:
-    """Label one envelope for one case (judged already, when read ahead), with what was read to get there."""
+def grade(envelope: Envelope, case: Case) -> Grade:
+    """Label one envelope for one case, with what was read to get there."""
     verdicts = verdicts_of(envelope, case)
-    label, reasons, reply = _label(envelope if isinstance(envelope, ReadAhead) else judge(envelope), case, verdicts)
+    label, reasons, reply = _label(classify(envelope), case, verdicts)
     text = envelope.completion if envelope.completion is not None else (spoken_text(reply) if reply else None)
     chars = len(text) if text is not None and not label.is_transport else None
     tokens = reply.completion_tokens if reply and not label.is_transport else None
@@ -50,7 +49,7 @@ def grade(envelope: Gradable, case: Case) -> Grade:
     )
 
 
-def _label(judged: Judgement | ReadAhead, case: Case, verdicts: Mapping[str, Verdict]) -> tuple[Label, list[str], Reply | None]:
+def _label(judged: EnvelopeClass, case: Case, verdicts: Mapping[str, JudgeVerdict]) -> tuple[Label, list[str], Reply | None]:
     reasons = list(judged.reasons)
     if judged.label is not None or judged.reply is None:
         return judged.label or Label.EMPTY, reasons, judged.reply
@@ -69,7 +68,7 @@ def _label(judged: Judgement | ReadAhead, case: Case, verdicts: Mapping[str, Ver
         else:
             payload = json_payload(reply)
             try:
-                parsed, has_json = json.loads(payload), True
+                parsed, has_json = loads_answer(payload), True
             except json.JSONDecodeError as exc:
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
@@ -90,18 +89,6 @@ def _call_names(reply: Reply) -> str:
     return ", ".join(names) or "(unnamed)"
 
 
-def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Gradable]]) -> dict[str, list[Grade]]:
-    """Grade every envelope; over all cores for big runs only when a case runs a heavy check (a Python grader).
-
-    The built-in assertions cost tens of microseconds a case, less than what a forked worker adds
-    per case (copy-on-write faults on the parent's objects, the grades pickled back): 100,000
-    cases took 3.9 s in one process and 6.8 s of CPU over two forks, on a 2-core machine.
-    Validators are compiled once per schema, per process.
-    """
-
-    def grade_case(case: Case) -> list[Grade]:
-        return [grade(e, case) for e in envelopes[case.id]]
-
-    heavy = any(e.kind.heavy for c in cases for e in c.expectations)
-    graded = parallel_map(grade_case, cases) if heavy else [grade_case(c) for c in cases]
-    return dict(zip((c.id for c in cases), graded, strict=True))
+def grade_all(cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]]) -> dict[str, list[Grade]]:
+    """Grade every envelope of every case, in order."""
+    return {case.id: [grade(e, case) for e in envelopes[case.id]] for case in cases}

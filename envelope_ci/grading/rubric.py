@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Case, Envelope
-from .envelope import Gradable, json_payload, judge
+from .assertions.base import JudgeVerdict
+from .envelope import classify, json_payload
 
 RUBRIC_TYPE = "llm-rubric"
 JUDGE_SYSTEM = ("You grade an assistant's answer against a rubric. Reply with only a JSON object, "
@@ -26,15 +27,6 @@ class Rubric:
 
     text: str
     endpoint: str
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What the judge said: ``passed`` None when it said nothing usable (``reason`` says why)."""
-
-    passed: bool | None
-    reason: str
-    judge: str | None = None  # "<model id>@<temperature>", for the case's fingerprint
 
 
 def rubrics(case: Case) -> list[Rubric]:
@@ -52,21 +44,21 @@ def judge_request(case: Case, rubric: Rubric, answer: str) -> Case:
                 request={"response_format": {"type": "json_object"}})
 
 
-def verdicts_of(envelope: Gradable, case: Case) -> dict[str, Verdict]:
-    """Each rubric's verdict from the judge envelopes the model's envelope carries (rubric text -> Verdict)."""
+def verdicts_of(envelope: Envelope, case: Case) -> dict[str, JudgeVerdict]:
+    """Each rubric's verdict from the judge envelopes the model's envelope carries (rubric text -> JudgeVerdict)."""
     asked = rubrics(case)
     return {r.text: verdict_of(r, envelope.judgements.get(r.text)) for r in asked} if asked else {}
 
 
-def verdict_of(rubric: Rubric, env: Envelope | None) -> Verdict:
+def verdict_of(rubric: Rubric, env: Envelope | None) -> JudgeVerdict:
     """One judge envelope labelled like any other: undelivered unless it holds the asked ``{"pass", "reason"}``."""
     if env is None:
-        return Verdict(None, f"llm-rubric: {NO_VERDICT}")
+        return JudgeVerdict(None, f"llm-rubric: {NO_VERDICT}")
     who = f"judge {rubric.endpoint!r}"
-    judged = judge(env)
+    judged = classify(env)
     if judged.label is not None or judged.reply is None:
         why = judged.reasons[0] if judged.reasons else "no answer"
-        return Verdict(None, f"{who} gave no verdict ({(judged.label.value if judged.label else 'empty')}): {why}")
+        return JudgeVerdict(None, f"{who} gave no verdict ({(judged.label.value if judged.label else 'empty')}): {why}")
     fingerprint = _fingerprint(judged.reply.model_id, env.request)
     try:
         said: Any = json.loads(json_payload(judged.reply))
@@ -74,8 +66,8 @@ def verdict_of(rubric: Rubric, env: Envelope | None) -> Verdict:
         said = None
     if not isinstance(said, dict) or not isinstance(said.get("pass"), bool):
         got = (judged.reply.content or "")[:120]
-        return Verdict(None, f'{who} did not answer the asked JSON {{"pass": true|false, "reason": ...}}: got {got!r}', fingerprint)
-    return Verdict(said["pass"], str(said.get("reason") or "no reason given"), fingerprint)
+        return JudgeVerdict(None, f'{who} did not answer the asked JSON {{"pass": true|false, "reason": ...}}: got {got!r}', fingerprint)
+    return JudgeVerdict(said["pass"], str(said.get("reason") or "no reason given"), fingerprint)
 
 
 def _fingerprint(model_id: str | None, request: Mapping[str, Any] | None) -> str:

@@ -7,13 +7,13 @@ stream into the body a non-streamed call would have returned. The grader reads o
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-from ..model import Case
+from ..model import Case, Data
 
 
-class Reply(NamedTuple):
-    """The parts of a completion body the grader cares about (a NamedTuple: a replay's are sent from the core that reads them)."""
+class Reply(Data, frozen=True):
+    """The parts of a completion body the grader cares about."""
 
     content: str | None
     tool_calls: tuple[Mapping[str, Any], ...]

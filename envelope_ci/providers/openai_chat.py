@@ -18,10 +18,6 @@ from ..model import Case
 from .base import Provider, Reply
 
 _TAGS = re.compile(r"<[^>]+>")
-# One string for each finish_reason the OpenAI shape names, shared by every answer that gives it rather
-# than one parsed per answer: the report writers run in a forked child, and each object they read copies
-# its memory page there (see ``report.build.beside_its_row``). Any other value is kept as sent.
-_FINISH_REASONS = {reason: reason for reason in ("stop", "length", "tool_calls", "content_filter", "function_call")}
 
 
 def error_message(body: Any, limit: int = 300) -> str | None:
@@ -70,7 +66,7 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
         content=content,
         tool_calls=tuple(c for c in calls if isinstance(c, dict)),
         refusal=refusal if isinstance(refusal, str) and refusal else None,
-        finish_reason=_FINISH_REASONS.get(finish, finish) if isinstance(finish, str) else None,
+        finish_reason=finish if isinstance(finish, str) else None,
         model_id=model_id,
         completion_tokens=tokens,
     )

@@ -1,1 +1,1 @@
-"""The report: a typed model (``model``), built from an analysis (``build``), serialised by ``codec``."""
+"""The report: a typed model (``model``, encoded by msgspec), built from an analysis (``build``)."""

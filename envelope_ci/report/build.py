@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..analysis.analyse import Analysis
 from ..analysis.cases import CaseResult, Judged
 from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
+from ..findings import Alert, PinBrief, PinsUpdate
 from ..model import Gate, Grade, Outcome, Pins
-from .model import REPORT_VERSION, Alert, BaseDiff, BaseDiffRow, CaseRow, PinBrief, PinsUpdate, Report, RunInfo
+from .model import REPORT_VERSION, BaseDiff, BaseDiffRow, CaseRow, Report, RunInfo
 from .next_steps import next_steps
 
 PREVIEW_CHARS = 240
@@ -38,7 +40,7 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
     """One case's row: the contract keys first, diagnosis after."""
     shown = r.shown
     return CaseRow(
-        id=beside_its_row(r.case.id),
+        id=r.case.id,
         stratum=r.case.stratum,
         label=r.label,
         channel=r.channel,
@@ -56,24 +58,12 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
         outcome=r.outcome,
         comparable=r.comparable,
         reasons=scrub(r.reasons),
-        preview=beside_its_row(scrub(shown.text[:PREVIEW_CHARS])) if shown.text is not None else None,
+        preview=scrub(shown.text[:PREVIEW_CHARS]) if shown.text is not None else None,
         file=r.case.file,
         line=r.case.line,
         pin=r.pin,
         gate=gate,
     )
-
-
-def beside_its_row(text: str) -> str:
-    """A copy of ``text`` made now, among the rows being built, where the report writers read it.
-
-    The writers run in a forked child (``formats.registry.write_reports``), and every object they
-    read copies its memory page there (its reference count is written). A case's id was parsed
-    among its fixture's other values, an answer's preview kept among the grades: rows holding
-    them made a 100,000-case run copy 136 MB and 25 MB of those pages. A copy made with its row
-    lies among the rows (for the ids, 0.01 s and 6 MB in all).
-    """
-    return "".join((text, ""))
 
 
 def _ttft_ms(grades: Sequence[Grade]) -> float | None:
@@ -139,7 +129,7 @@ def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base
     for r in analysis.results:  # one pass, not one per outcome
         by_outcome[r.outcome].append(r.id)
     # Only text that came from a server can hold lone surrogates (fixtures reject them), so
-    # only those fields are scrubbed: walking every value of a 100k-case report costs seconds.
+    # only those fields are scrubbed: walking every value of a big report would dominate building it.
     return Report(
         report_version=REPORT_VERSION,
         verdict=analysis.verdict,

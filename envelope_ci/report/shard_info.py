@@ -1,8 +1,10 @@
-"""What a shard's report.json carries for the merge (its ``shard`` object); ``report.merge`` reads it back."""
+"""What a shard's report.json carries for the merge (its ``shard`` object); ``report.read_shards`` reads it back."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from msgspec.structs import replace
 
 from .. import __version__
 from ..analysis.analyse import Analysis

@@ -9,28 +9,26 @@ import copy
 import difflib
 import json
 import math
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import lru_cache, partial
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..canonical import LONE_SURROGATE, digest
 from ..errors import Problem, UsageError
-from ..grading.assertions.base import Expectation
+from ..grading.assertions.base import AssertionType, Expectation
 from ..grading.assertions.registry import lookup, schema_fragments, shorthands
-from ..grading.fastschema import Check, compile_check, errors_of
 from ..model import STRATA, Case
-from ..parallel import parallel_map, spreads
-from .files import CASE_SUFFIXES, case_files, fixture_digests
-from .parse import RawCase, iter_file, parse_file
+from .files import CASE_SUFFIXES, case_files
+from .parse import RawCase, parse_file
 from .recordings import envelope_problem
 from .refs import FileRefs
 from .sidecars import attach_recorded
 from .templates import FILE_KEYS, render
+from .validate import FileSchema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format", "tools", "tool_choice")
 # What ``_each_file`` makes of each file's cases: the cases themselves, or their digests.
@@ -49,20 +47,7 @@ def case_schema() -> dict[str, Any]:
     return schema
 
 
-@lru_cache(maxsize=1)
-def _case_validator() -> jsonschema.protocols.Validator:
-    return jsonschema.Draft202012Validator(case_schema())
-
-
-@lru_cache(maxsize=1)
-def _case_check() -> Check | None:
-    """The case schema as one compiled yes/no check (5 µs a case, jsonschema's 150): None if a plug-in's keys defeat it."""
-    return compile_check(case_schema())
-
-
-def _schema_errors(data: Any) -> list[jsonschema.ValidationError]:
-    """jsonschema's errors for a case, in field order; only a case the compiled check says no to is walked by jsonschema."""
-    return sorted(errors_of(_case_check(), _case_validator(), data), key=lambda e: list(map(str, e.absolute_path)))
+CASE_SCHEMA = FileSchema(case_schema)
 
 
 def _field_path(error: jsonschema.ValidationError) -> str:
@@ -129,7 +114,7 @@ def _not_json(value: Any) -> tuple[list[Any], str] | None:
     return None
 
 
-def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Expectation]] | None]:
+def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Written]] | None]:
     """Problems with one case (the format schema, then each assertion's own value: a JSON Schema that is not one, say),
     and its assertions as written (``_raw_expectations``) when it read them."""
     if not isinstance(raw.data, dict):
@@ -140,7 +125,10 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Expectation
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
         problems.append(Problem(raw.file, raw.line_of("recorded"), recorded_problem[0], recorded_problem[1]))
-    for error in _schema_errors(raw.data):
+    errors = CASE_SCHEMA.errors(raw.data)
+    if errors:
+        import jsonschema.exceptions  # only to word a problem: the fast check found one
+    for error in errors:
         if error.absolute_path and error.absolute_path[0] == "recorded":
             continue
         if error.validator in ("oneOf", "anyOf") and error.absolute_path:
@@ -175,9 +163,9 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Expectation
     return problems, written
 
 
-def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
+def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Written]]:
     """A validated case's assertions, unprepared, each with where it is written: shorthands first, then ``assert``."""
-    found = [(key, Expectation(kind, data[key], negated)) for key, (kind, negated) in shorthands().items() if key in data]
+    found = [(key, Written(kind, data[key], negated)) for key, (kind, negated) in shorthands().items() if key in data]
     items = data.get("assert")
     for index, item in enumerate(items if isinstance(items, list) else ()):
         kind_negated = lookup(item["type"]) if isinstance(item, dict) and isinstance(item.get("type"), str) else None
@@ -185,17 +173,17 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Expectation]]:
             continue
         kind = kind_negated[0]
         value = {"value": item.get("value"), **{k: item.get(k) for k in kind.entry_keys}} if kind.entry_keys else item.get("value")
-        found.append((f"assert.{index}.value", Expectation(kind, value, kind_negated[1])))
+        found.append((f"assert.{index}.value", Written(kind, value, kind_negated[1])))
     return found
 
 
-def expectations_of(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expectation]]) -> tuple[Expectation, ...]:
+def expectations_of(raw: RawCase, refs: FileRefs, written: list[tuple[str, Written]]) -> tuple[Expectation, ...]:
     """The case's assertions (``written``: as ``_raw_expectations`` found them) with their values prepared (schemas
     compiled, graders loaded) once; a value that cannot be is a problem on its line."""
     out = []
     for where, e in written:
         if e.kind.prepare is None or e.value is None:
-            out.append(e)  # nothing to prepare: the assertion as written is the one loaded
+            out.append(Expectation(e.kind, e.value, e.negated))  # nothing to prepare: as written
             continue
         try:
             prepared = e.kind.prepare(e.value, refs.path)
@@ -205,7 +193,7 @@ def expectations_of(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expec
     return tuple(out)
 
 
-def references_of(data: dict[str, Any], written: list[tuple[str, Expectation]]) -> list[tuple[str, str]]:
+def references_of(data: dict[str, Any], written: list[tuple[str, Written]]) -> list[tuple[str, str]]:
     """(field, path) of every file a validated case names: its prompt files, its assertions' files (``written``)."""
     found = [(key, data[key]) for key in FILE_KEYS if key in data]
     for where, e in written:
@@ -214,7 +202,7 @@ def references_of(data: dict[str, Any], written: list[tuple[str, Expectation]]) 
     return found
 
 
-def _named_files(raw: RawCase, refs: FileRefs, written: list[tuple[str, Expectation]]) -> dict[str, str]:
+def _named_files(raw: RawCase, refs: FileRefs, written: list[tuple[str, Written]]) -> dict[str, str]:
     """The digest of each file the case names, by its fixtures-hash key; a missing file is a problem on its line."""
     files: dict[str, str] = {}
     problems = []
@@ -236,39 +224,34 @@ def _messages(raw: RawCase, refs: FileRefs) -> tuple[dict[str, Any], ...]:
     return messages
 
 
+class Written(NamedTuple):
+    """An assertion as a case writes it, before its value is prepared: its type (the seam's own), value and form."""
+
+    kind: AssertionType
+    value: Any
+    negated: bool
+
+
 class Checked(NamedTuple):
     """What ``checked`` found of a case, for ``build_case``."""
 
     problems: list[Problem]
-    digest: str | None  # when it has no problems (``DIGEST_LATER`` when another process works it out)
-    written: list[tuple[str, Expectation]] | None  # its assertions as written, when read in this process
-
-    def __reduce__(self) -> tuple[type[Checked], tuple[Any, ...]]:
-        """Sent from a worker without ``written``: an assertion's type holds functions that do not pickle. ``build_case`` reads them again."""
-        return Checked, (self.problems, self.digest, None)
+    digest: str | None  # when it has no problems
+    written: list[tuple[str, Written]] | None  # its assertions as written
 
 
-def checked(raw: RawCase, digested: bool = True) -> Checked:
-    """A case's problems, and its digest when it has none (and ``digested``): the per-case work worth spreading over cores.
-
-    Its assertions as validating read them come too, so that building the case need not read them
-    again (a 100,000-case suite: 0.7 s), unless they were read in another process. Undigested,
-    its digest is ``DIGEST_LATER``: another process works it out (``suite_case_digests``).
-    """
+def checked(raw: RawCase) -> Checked:
+    """A case's problems, its digest when it has none, and its assertions as validating read them."""
     problems, written = _validated(raw)
-    return Checked(problems, None if problems else (digest(raw.data) if digested else DIGEST_LATER), written)
-
-
-# The digest of a case loaded to have it worked out elsewhere (``attach_digests`` gives it), unless it names a file.
-DIGEST_LATER = ""
+    return Checked(problems, None if problems else digest(raw.data), written)
 
 
 def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | None = None,
-               written: list[tuple[str, Expectation]] | None = None) -> Case:
+               written: list[tuple[str, Written]] | None = None) -> Case:
     """A validated raw case as a frozen Case; the files it names are part of its digest.
 
     ``written``: its assertions as ``_raw_expectations`` reads them, when read already.
-    ``case_digest``: the digest of its data, None to work it out here, or ``DIGEST_LATER``.
+    ``case_digest``: the digest of its data, None to work it out here.
     """
     data = raw.data
     refs = refs or FileRefs.for_fixtures(Path(raw.file).parent)
@@ -285,7 +268,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         recorded = [recorded]
     return Case(
         id=data["id"],
-        stratum=_shared(data.get("stratum")),
+        stratum=data.get("stratum"),
         messages=messages,
         file=raw.file,
         line=raw.line,
@@ -324,49 +307,27 @@ def raw_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> 
     Each file is parsed whole before its sidecar is read (``parse_file``): a file and its sidecar
     both broken report the file's problems.
     """
-    return _each_file(root, exclude, shown_root, parse_file, list)
-
-
-def _each_file(root: Path, exclude: set[Path], shown_root: str | None, read: Callable[[Path, str], Iterable[RawCase]],
-               take: Callable[[Iterable[RawCase]], list[_Taken]]) -> tuple[list[_Taken], list[Problem]]:
-    """What ``take`` makes of each fixture file's cases (``read``, sidecar attached), in file order, and the files' problems.
-
-    A file with a problem gives nothing: ``take`` must consume its cases into a list before the
-    list joins the others (a generator would keep a broken file's first cases). ``raw_cases`` and
-    ``suite_case_digests`` both read the fixtures through here, so their cases stay in step.
-    """
     problems: list[Problem] = []
-    taken: list[_Taken] = []
+    taken: list[RawCase] = []
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
-            taken += take(attach_recorded(read(path, shown), path, shown))
+            taken += attach_recorded(parse_file(path, shown), path, shown)
         except UsageError as exc:
             problems += exc.problems
     return taken, problems
 
 
-def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None, digested: bool = True) -> list[Case]:
-    """Every case under ``root``, validated; all problems raised together.
-
-    Not ``digested``, a case that names no file is given the digest ``DIGEST_LATER``, and
-    ``attach_digests`` gives it its own once another process has worked it out.
-    """
+def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> list[Case]:
+    """Every case under ``root``, validated; all problems raised together."""
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory of fixtures")
     cases: list[Case] = []
     first_seen: dict[str, str] = {}
     refs = FileRefs.for_fixtures(root)
     raws, problems = raw_cases(root, exclude, shown_root)
-    # Checked on other cores ahead of building when that is worth it; else each here just before it is
-    # built, so that what checking read of it (its assertions) is held only until then.
-    ahead = iter(parallel_map(partial(checked, digested=digested), raws)) if spreads(len(raws)) else None
-    # Each raw case let go once built: held to the end, they and the cases together set a big suite's peak memory.
-    pending = deque(raws)
-    raws.clear()
-    while pending:
-        raw = pending.popleft()
-        found, case_digest, written = next(ahead) if ahead is not None else checked(raw, digested)
+    for raw in raws:
+        found, case_digest, written = checked(raw)
         if found:
             problems += found
             continue
@@ -387,74 +348,3 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None, di
     if not cases:
         raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
     return cases
-
-
-class SuiteDigests(NamedTuple):
-    """What ``suite_case_digests`` worked out, for ``attach_digests``."""
-
-    files: dict[str, str]  # each fixtures file read (relative POSIX path) -> the digest of its bytes
-    cases: list[str | None]  # the digest of each case read, in ``raw_cases`` order (None: its data has none)
-
-
-def _shared(stratum: str | None) -> str | None:
-    """One string per stratum name for the whole suite, not one parsed per case.
-
-    The report writers run in a forked child, and each object they read copies its memory page
-    there: a stratum parsed with each case lay among the fixtures' other values, and reading it
-    made a 100,000-case run copy 136 MB of pages (with the case ids, ``report.build.case_row``).
-    """
-    return _STRATA_NAMES.get(stratum, stratum) if isinstance(stratum, str) else stratum
-
-
-# Each stratum's one string (a loaded case's stratum is one of these: the case schema says so).
-_STRATA_NAMES = {name: name for name in STRATA}
-
-
-def suite_case_digests(root: Path, exclude: set[Path]) -> list[SuiteDigests]:
-    """The fixtures read again, in another process, for the digest of every case (as a list of one, for ``in_background``).
-
-    A 100,000-case suite's digests cost 1.3 s of loading it (canonical JSON and sha256 of each
-    case): worked out on a core the replay's reader has left idle, they are needed only once the
-    run is judged. The files' digests, the same before the cases are read as after, are those of
-    the bytes read: ``attach_digests`` holds them against the run's own.
-    """
-    files = fixture_digests(root, exclude)
-    # A JSONL file's cases (without a sidecar) are each digested as read and let go: held, 100,000 cases
-    # were 350 MB beside the run's own. A file with a problem is skipped, as ``raw_cases`` skips it: the
-    # run reports its problems itself.
-    digests, _ = _each_file(root, exclude, None, iter_file, _digests_of)
-    if fixture_digests(root, exclude) != files:
-        raise UsageError(FIXTURES_MOVED)
-    return [SuiteDigests(files, digests)]
-
-
-FIXTURES_MOVED = "the fixtures changed while this run read them: run it again on fixtures that stay still"
-
-
-def _digests_of(raws: Iterable[RawCase]) -> list[str | None]:
-    return [_digest_or_none(raw.data) for raw in raws]
-
-
-def _digest_or_none(data: Any) -> str | None:
-    try:
-        return digest(data)
-    except (ValueError, TypeError, UnicodeError):  # not plain JSON: the run refuses such a case itself
-        return None
-
-
-def attach_digests(cases: Sequence[Case], found: SuiteDigests, files_now: Mapping[str, str]) -> None:
-    """Give each case loaded with ``DIGEST_LATER`` its digest (``cases``: every case ``load_cases`` returned, in order).
-
-    This completes their making: no stage reads a digest before the run is judged. Set through
-    the slot, as ``frozen.quick_init`` stores every field. A fixtures file that changed between
-    the two readings (``files_now``: this run's) would give a case another's digest: refused.
-    """
-    changed = sorted(path for path, file_digest in found.files.items() if files_now.get(path) != file_digest)
-    if changed or len(found.cases) != len(cases):
-        raise UsageError(f"{FIXTURES_MOVED} ({', '.join(changed[:5]) or 'a case was added or removed'})")
-    given = [(case, case_digest) for case, case_digest in zip(cases, found.cases, strict=True) if case.digest == DIGEST_LATER]
-    unread = next((case for case, case_digest in given if case_digest is None), None)
-    if unread is not None:
-        raise UsageError(f"{unread.file}: case {unread.id!r} changed while this run read it: run it again")
-    for case, case_digest in given:
-        object.__setattr__(case, "digest", case_digest)

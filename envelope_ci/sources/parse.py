@@ -11,14 +11,14 @@ import re
 import sys
 from collections import deque
 from collections.abc import Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from ..errors import Problem, UsageError
-from ..frozen import quick_init
+from ..model import Data
 from .files import read_text
 
 MAX_YAML_ALIASES = 100
@@ -31,9 +31,7 @@ MAX_ALIAS_BYTES = 16 * 2**20
 NODE_BYTES = 64
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class RawCase:
+class RawCase(Data, frozen=True):
     """A case as found in a file (its file's defaults applied), before validation.
 
     ``key_lines`` holds the line of each top-level key, and of ``assert.N`` and ``vars.NAME``
@@ -199,7 +197,7 @@ def _line_outside_strings(text: str, pattern: str) -> int | None:
     return None
 
 
-def _too_deep(text: str) -> int | None:
+def too_deep(text: str) -> int | None:
     """The line where a JSON text first nests deeper than MAX_DEPTH (brackets in strings skipped), or None."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return None
@@ -219,9 +217,13 @@ _DECODE = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_
 def loads_strict(text: str) -> Any:
     """``json.loads`` for user files: NaN, Infinity, numbers past what Python holds and deep nesting are NotJSON
     (with their line), not values that poison hashes and reports or errors that end as tracebacks."""
-    deep = _too_deep(text)
+    deep = too_deep(text)
     if deep is not None:
         raise NotJSON(f"nested deeper than {MAX_DEPTH} levels", deep)
+    try:  # msgspec is as strict as this (no NaN, no lone surrogate), and fast; only what it refuses is read again to word why
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
     try:
         if text.startswith("\ufeff"):  # json.loads words this one itself
             return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -232,11 +234,6 @@ def loads_strict(text: str) -> Any:
         raise
     except ValueError:  # the only other: an integer past Python's int-str limit
         raise NotJSON(_huge_integer(), _line_outside_strings(text, _HUGE_INTEGER % (sys.get_int_max_str_digits() + 1))) from None
-
-
-def loads_checked(text: str) -> Any:
-    """The value of a text ``loads_strict`` has accepted before (a replay line read again to be graded): its checks are not run twice."""
-    return _DECODE(text)
 
 
 def _wrapper_hint(data: Any) -> str:
@@ -415,7 +412,7 @@ def _vouched(text: str) -> bool:
     surrogate: only a ``\\uD800``-``\\uDFFF`` escape can bring one in (an escaped backslash
     before "ud800" only costs the walk).
     """
-    return _SURROGATE_ESCAPE.search(text) is None
+    return "\\u" not in text or _SURROGATE_ESCAPE.search(text) is None
 
 
 def parse_json(text: str, shown: str) -> list[RawCase]:
@@ -446,8 +443,7 @@ def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
     """``enumerate(text.splitlines(), start=1)``, a block at a time: a 50 MB recordings file is not held twice over.
 
     A block ends just after a "\n", which ends a line whatever comes before it ("\r\n" stays
-    whole), so the blocks' lines are the text's lines. ``str.splitlines`` in C cuts them
-    several times faster than a regular expression walked line by line.
+    whole), so the blocks' lines are the text's lines.
     """
     first, start = 1, 0
     while start < len(text):
@@ -460,43 +456,27 @@ def numbered_lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 def parse_jsonl(text: str, shown: str) -> list[RawCase]:
-    return list(iter_jsonl(text, shown))
-
-
-def iter_jsonl(text: str, shown: str) -> Iterator[RawCase]:
-    """Each line's case as it is read; every problem raised together, after the last good line's case.
-
-    A reader that needs each case only for a moment (``suite_case_digests``) need not hold them
-    all: parsed, the bench's 100,000 cases were twelve times their text.
-    """
-    problems = []
+    """Each line's case; every problem raised together."""
+    problems, cases = [], []
     for number, line in numbered_lines(text):
         if not line.strip():
             continue
         try:
-            case = RawCase(loads_strict(line), shown, number, {}, plain=_vouched(line))
+            cases.append(RawCase(loads_strict(line), shown, number, {}, plain=_vouched(line)))
         except json.JSONDecodeError as exc:
             problems.append(json_problem(shown, exc, number - 1))
-            continue
         except NotJSON as exc:
             problems.append(Problem(shown, number, None, str(exc)))
-            continue
-        yield case
     if problems:
         raise UsageError(problems)
+    return cases
 
 
 def parse_file(path: Path, shown: str) -> list[RawCase]:
-    return list(iter_file(path, shown))
-
-
-def iter_file(path: Path, shown: str) -> Iterable[RawCase]:
-    """A fixture file's cases: a JSONL file's one line at a time (``iter_jsonl``), another's all at once."""
+    """A fixture file's cases, by its suffix."""
     text = read_text(path, shown)
     if path.suffix == ".jsonl":
-        return iter_jsonl(text, shown)
+        return parse_jsonl(text, shown)
     if path.suffix == ".json":
         return parse_json(text, shown)
     return parse_yaml(text, shown)
-
-

@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import msgspec
 
 from ..canonical import canonical_json
 from ..errors import Problem, UsageError
 from ..model import Channel, Fingerprint, Label, Pin, Pins
 from .files import read_text
 from .parse import NotJSON, loads_strict
+from .validate import FileSchema
 
 PINS_FORMAT = "envelope-ci/pins"
 PINS_VERSION = 1
@@ -57,6 +58,9 @@ PINS_SCHEMA: dict[str, Any] = {
 }
 
 
+_PINS = FileSchema(lambda: PINS_SCHEMA)
+
+
 def pin_from_dict(data: Mapping[str, Any]) -> Pin:
     fp = data.get("fingerprint")
     return Pin(
@@ -72,18 +76,18 @@ def pin_from_dict(data: Mapping[str, Any]) -> Pin:
     )
 
 
-def pin_to_dict(pin: Pin) -> dict[str, Any]:
-    return {
-        "hash": pin.hash,
-        "label": pin.label,
-        "channel": pin.channel,
-        "chars": pin.chars,
-        "tokens": pin.tokens,
-        "tokens_estimated": pin.tokens_estimated,
-        "ms": pin.ms,
-        "ms_p95": pin.ms_p95,
-        "fingerprint": pin.fingerprint.as_dict() if pin.fingerprint else None,
-    }
+def unknown_keys(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """Keys a newer release may have added (docs/pins.md, "How the format evolves"): read past, each named once."""
+    top = sorted(str(k) for k in data if k not in _TOP_KEYS)
+    fingerprints = [data.get("fingerprint"), *(p.get("fingerprint") for p in data["cases"].values() if isinstance(p, dict))]
+    in_pins = sorted({f"cases.*.{k}" for p in data["cases"].values() if isinstance(p, dict) for k in p if k not in _PIN_KEYS})
+    in_fingerprints = sorted({f"fingerprint.{k}" for fp in fingerprints if isinstance(fp, dict) for k in fp if k not in _FINGERPRINT_KEYS})
+    return (*top, *in_pins, *in_fingerprints)
+
+
+_TOP_KEYS = frozenset({"format", "version", *PINS_SCHEMA["properties"]})
+_PIN_KEYS = frozenset(PINS_SCHEMA["properties"]["cases"]["additionalProperties"]["properties"])
+_FINGERPRINT_KEYS = frozenset(_FINGERPRINT_SCHEMA["properties"])
 
 
 def parse_pins(text: str, shown: str) -> Pins:
@@ -99,7 +103,7 @@ def parse_pins(text: str, shown: str) -> Pins:
     if data.get("version") != PINS_VERSION:
         raise UsageError([Problem(shown, None, "version", f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
     problems = []
-    for error in sorted(jsonschema.Draft202012Validator(PINS_SCHEMA).iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+    for error in _PINS.errors(data):
         path = [str(p) for p in error.absolute_path]
         problems.append(Problem(shown, _case_line(text, path), ".".join(path) or None, error.message))
     if problems:
@@ -110,6 +114,7 @@ def parse_pins(text: str, shown: str) -> Pins:
         fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
         cases={cid: pin_from_dict(p) for cid, p in data["cases"].items() if isinstance(p, dict)},
         files=dict(data.get("files") or {}),
+        unknown=unknown_keys(data),
     )
 
 
@@ -134,7 +139,7 @@ def render_pins(pins: Pins) -> str:
         "format": PINS_FORMAT,
         "version": PINS_VERSION,
         "fixtures_hash": pins.fixtures_hash,
-        "fingerprint": pins.fingerprint.as_dict() if pins.fingerprint else None,
+        "fingerprint": msgspec.to_builtins(pins.fingerprint),
     }
     lines = [canonical_json(head)[:-1] + ',"files":{']
     files = sorted(pins.files.items())
@@ -142,6 +147,6 @@ def render_pins(pins: Pins) -> str:
     lines.append('},"cases":{')
     items = sorted(pins.cases.items())
     for i, (cid, pin) in enumerate(items):
-        lines.append(f"{canonical_json(cid)}:{canonical_json(pin_to_dict(pin))}" + ("," if i < len(items) - 1 else ""))
+        lines.append(f"{canonical_json(cid)}:{canonical_json(msgspec.to_builtins(pin))}" + ("," if i < len(items) - 1 else ""))
     lines.append("}}")
     return "\n".join(lines) + "\n"

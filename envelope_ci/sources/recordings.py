@@ -11,20 +11,20 @@ import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any
 
-import jsonschema
+import msgspec
 
 from ..errors import Problem, UsageError
-from ..grading.envelope import Gradable, ReadAhead, packed_ahead, read_ahead, unpacked_ahead
-from ..grading.fastschema import Check, compile_check, errors_of
-from ..model import Case, Envelope
-from ..parallel import Packing
+from ..model import Case, Data, Envelope
 from .files import read_text
-from .parse import NotJSON, json_problem, loads_checked, loads_strict, numbered_lines
+from .parse import NotJSON, json_problem, loads_strict, numbered_lines, too_deep
+from .validate import FileSchema
+
+if TYPE_CHECKING:
+    import jsonschema
 
 
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
@@ -70,20 +70,10 @@ def _lines_of(path: Path) -> Iterator[tuple[int, str, Any]]:
                 raise UsageError([Problem(path.as_posix(), number, None, str(exc))]) from None
 
 
-@lru_cache(maxsize=1)
-def _envelope_validator() -> jsonschema.protocols.Validator:
-    """One recorded envelope, validated directly (no oneOf/$ref): replays can be 100k lines."""
-    return jsonschema.Draft202012Validator(ENVELOPE_SCHEMA)
-
-
 ENVELOPE_SCHEMA: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))["$defs"]["envelope"]
 _ENVELOPE_KEYS = frozenset(ENVELOPE_SCHEMA["properties"])
-
-
-@lru_cache(maxsize=1)
-def _envelope_check() -> Check | None:
-    """The envelope schema compiled to a yes/no check: replays can be 100k lines, jsonschema costs ~40 µs each and runs only to word an error."""
-    return compile_check(ENVELOPE_SCHEMA)
+# One recorded envelope, checked directly (the schema has no oneOf or $ref around it).
+_ENVELOPE = FileSchema(lambda: ENVELOPE_SCHEMA)
 
 
 def repeats(recorded: Any) -> list[Any]:
@@ -96,10 +86,9 @@ def envelope_problem(recorded: Any) -> tuple[str, str] | None:
     items = repeats(recorded)
     if isinstance(recorded, list) and not recorded:
         return "recorded", "a list of repeats needs at least one envelope"
-    validator, check = _envelope_validator(), _envelope_check()
     for index, env in enumerate(items):
         prefix = f"recorded[{index}]" if isinstance(recorded, list) else "recorded"
-        errors = errors_of(check, validator, env)
+        errors = _ENVELOPE.errors(env)
         if errors:
             return _envelope_error(prefix, env, errors)
         found = _judgement_problem(prefix, env)
@@ -124,105 +113,115 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
         if unknown:
             guess = difflib.get_close_matches(unknown[0], sorted(_ENVELOPE_KEYS), n=1)
             return f"{prefix}.{unknown[0]}", "unknown key" + (f" (did you mean {guess[0]!r}?)" if guess else "")
-    error = jsonschema.exceptions.best_match(errors) or errors[0]
+    from jsonschema.exceptions import best_match  # only to word a problem the fast check found
+
+    error = best_match(errors) or errors[0]
     where = ".".join(str(p) for p in error.absolute_path)
     return prefix + (f".{where}" if where else ""), error.message
 
 
-@dataclass(frozen=True)
-class Replay:
-    """A ``--replay`` file, checked: what is held of each case's lines until the case is graded.
+class Replay(Data, frozen=True):
+    """A ``--replay`` file, checked: each case's envelopes (repeats in file order) and the requests they answered."""
 
-    A line's envelopes judged ahead (``ReadAhead``, on the core that read the file), or, for one
-    whose envelopes carry judge envelopes, its text, parsed only when its case is graded. Held
-    judged, 100,000 bench lines take ~920 B each in memory against ~530 B as text (~40 MB more);
-    they are let go once graded, before the run's peak (writing the reports). Parsed whole, a
-    recorded answer would be about four times its line. The requests the envelopes answered are
-    kept as read: the staleness check needs nothing else.
+    envelopes: Mapping[str, list[Envelope]]
+    requests: Mapping[str, list[Mapping[str, Any] | None]]
+
+
+_Ms = Annotated[int, msgspec.Meta(ge=0)] | Annotated[float, msgspec.Meta(ge=0)] | None
+
+
+class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
+    """One recorded envelope typed as ``$defs.envelope`` of case_schema.json has it: msgspec checks a line as it decodes it.
+
+    As strict as that schema or stricter (an integer written ``1.0`` is refused here): a line it
+    refuses is read again the schema's way, which accepts what the schema accepts and words why not.
     """
 
-    held: Mapping[str, list[str | tuple[ReadAhead, ...]]]  # case id -> what is held of each of its lines, in file order (repeats)
-    requests: Mapping[str, list[Mapping[str, Any] | None]]  # case id -> each envelope's recorded request
+    http_status: Annotated[int, msgspec.Meta(ge=100, le=599)] | None | msgspec.UnsetType = msgspec.UNSET
+    elapsed_ms: _Ms = None
+    ttft_ms: _Ms = None
+    headers: dict[str, str] = {}
+    body: Any = None
+    error: str | msgspec.UnsetType = msgspec.UNSET
+    attempts: Annotated[int, msgspec.Meta(ge=1)] = 1
+    stream: bool = False
+    stream_complete: bool | None = None
+    notes: tuple[str, ...] = ()
+    request: dict[str, Any] | None = None
+    judgements: dict[str, _Recorded] = {}
 
-    def envelopes(self, case_id: str) -> list[Gradable]:
-        """A case's envelopes: judged ahead, or built now from a line's text (checked when read)."""
-        out: list[Gradable] = []
-        for held in self.held[case_id]:
-            if isinstance(held, str):
-                out += [envelope_from_raw(env) for env in repeats(loads_checked(held)["recorded"])]
-            else:
-                out += held
-        return out
-
-
-class ReplayLine(NamedTuple):
-    """One line of a ``--replay`` file as read, before it is held against the fixtures' case ids."""
-
-    number: int
-    case_id: str | None  # None: not a {"id", "recorded"} line
-    held: str | tuple[ReadAhead, ...]  # its envelopes judged ahead, else its text (a judge's envelope is graded with the case)
-    problem: tuple[str, str] | None  # its envelope's first problem: (field, message)
-    requests: list[Mapping[str, Any] | None]  # each envelope's recorded request
-
-
-def _packed_line(line: ReplayLine) -> tuple[Any, ...]:
-    number, case_id, held, problem, requests = line
-    return number, case_id, held if isinstance(held, str) else tuple([packed_ahead(a) for a in held]), problem, requests
+    def envelope(self) -> Envelope | None:
+        """The envelope it records, or None when it gives both or neither of ``http_status`` and ``error`` (the schema's oneOf)."""
+        judged = {rubric: j.envelope() for rubric, j in self.judgements.items()}
+        if (self.http_status is msgspec.UNSET) == (self.error is msgspec.UNSET) or None in judged.values():
+            return None
+        return Envelope(http_status=None if self.http_status is msgspec.UNSET else self.http_status, elapsed_ms=self.elapsed_ms,
+                        ttft_ms=self.ttft_ms, headers=self.headers, body=self.body,
+                        error=None if self.error is msgspec.UNSET else self.error, attempts=self.attempts,
+                        stream_complete=self.stream_complete, notes=self.notes, request=self.request,
+                        judgements={rubric: j for rubric, j in judged.items() if j is not None})
 
 
-def _unpacked_line(data: tuple[Any, ...]) -> ReplayLine:
-    number, case_id, held, problem, requests = data
-    if isinstance(held, str):  # a line kept as its text: nothing in it to rebuild
-        return tuple.__new__(ReplayLine, data)
-    return tuple.__new__(ReplayLine, (number, case_id, tuple([unpacked_ahead(a) for a in held]), problem, requests))
+class _Line(Data, frozen=True):
+    """A recordings line: a case id, its envelope or repeats; other keys (``attempt_log``) are not read."""
+
+    id: str
+    recorded: _Recorded | list[_Recorded]
 
 
-# A big replay's lines cross from the child that reads them as plain tuples.
-REPLAY_PACKING = Packing(_packed_line, _unpacked_line)
+_LINE = msgspec.json.Decoder(_Line)
 
 
-def iter_replay(path: Path) -> Iterator[ReplayLine]:
-    """Each line of a ``--replay`` file, its envelopes checked and judged: the work that needs no case, so it can run while they load.
+def _typed(line: str) -> tuple[str, list[Envelope]] | None:
+    """A line's case id and envelopes, decoded and checked in one pass; None for a line to read the long way."""
+    if too_deep(line) is not None:
+        return None
+    try:
+        read = _LINE.decode(line)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    envelopes = [r.envelope() for r in (read.recorded if isinstance(read.recorded, list) else [read.recorded])]
+    if not envelopes or None in envelopes:
+        return None
+    return read.id, [e for e in envelopes if e is not None]
 
-    One at a time: a forked reader sends them on in parts and lets each part go (``parallel.in_background``).
-    """
+
+def read_replay(path: Path, case_ids: set[str]) -> Replay:
+    """The lines of a ``--replay`` file held against the fixtures' case ids: every problem at once, in line order."""
     if not path.is_file():
         raise UsageError(f"{path}: recordings file not found")
-    for number, line, item in _lines_of(path):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
-            yield ReplayLine(number, None, line, None, [])
-            continue
-        envelopes = repeats(item["recorded"])
-        found = envelope_problem(item["recorded"])
-        if found is not None:
-            yield ReplayLine(number, item["id"], line, found, [])
-            continue
-        ahead = [read_ahead(envelope_from_raw(env)) for env in envelopes]
-        judged = tuple(a for a in ahead if a is not None)
-        yield ReplayLine(number, item["id"], judged if len(judged) == len(ahead) else line, None, list(map(request_of, envelopes)))
-
-
-def replay_of(read: Sequence[ReplayLine], shown: str, case_ids: set[str]) -> Replay:
-    """The lines of a ``--replay`` file (``shown``) held against the fixtures' case ids: every problem at once, in line order."""
-    held: dict[str, list[str | tuple[ReadAhead, ...]]] = {}
-    requests: dict[str, list[Mapping[str, Any] | None]] = {}
+    shown = path.as_posix()
+    envelopes: dict[str, list[Envelope]] = {}
     problems: list[Problem] = []
-    for number, case_id, what, problem, asked in read:
-        if case_id is None:
-            problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
-        elif case_id not in case_ids:
-            problems.append(Problem(shown, number, "id", f"{case_id!r} matches no case in the fixtures"))
-        elif problem is not None:
-            problems.append(Problem(shown, number, *problem))
-        elif case_id in held:  # a repeat of a case seen before
-            held[case_id].append(what)
-            requests[case_id] = requests[case_id] + asked
-        else:
-            held[case_id] = [what]
-            requests[case_id] = asked
+    for number, line in numbered_lines(read_text(path, shown)):
+        if not line.strip():
+            continue
+        found = _typed(line)
+        if found is None or found[0] not in case_ids:  # the long way: the schema's reading, and the wording of what is wrong
+            found = _checked(shown, number, line, case_ids, problems)
+        if found is not None:
+            envelopes.setdefault(found[0], []).extend(found[1])
     if problems:
         raise UsageError(problems)
-    return Replay(held, requests)
+    return Replay(envelopes, {case_id: [e.request for e in found] for case_id, found in envelopes.items()})
+
+
+def _checked(shown: str, number: int, line: str, case_ids: set[str], problems: list[Problem]) -> tuple[str, list[Envelope]] | None:
+    """A line the typed reading refused, read as the schema has it: its id and envelopes, or None with its problem added."""
+    try:
+        item = loads_strict(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError([json_problem(shown, exc, number - 1)]) from None
+    except NotJSON as exc:
+        raise UsageError([Problem(shown, number, None, str(exc))]) from None
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
+        problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
+        return None
+    found = envelope_problem(item["recorded"]) if item["id"] in case_ids else ("id", f"{item['id']!r} matches no case in the fixtures")
+    if found is not None:
+        problems.append(Problem(shown, number, *found))
+        return None
+    return item["id"], [envelope_from_raw(e) for e in repeats(item["recorded"])]
 
 
 def envelope_to_raw(env: Envelope) -> dict[str, Any]:
@@ -268,7 +267,7 @@ class RecordingWriter:
 
 
 @dataclass(frozen=True, eq=False)
-class Recorded(Mapping[str, list[Gradable]]):
+class Recorded(Mapping[str, list[Envelope]]):
     """The envelopes to grade offline by case id, each case's given only when asked for (as it is graded): built then, or judged ahead.
 
     ``ids`` are the cases', in order; ``own`` are the cases the replay does not hold, whose
@@ -283,13 +282,13 @@ class Recorded(Mapping[str, list[Gradable]]):
     requests: Mapping[str, list[Mapping[str, Any] | None]]
     replayed: int = 0
 
-    def __getitem__(self, case_id: str) -> list[Gradable]:
+    def __getitem__(self, case_id: str) -> list[Envelope]:
         case = self.own.get(case_id)
         if case is not None:
             return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
         if self.replay is None:
             raise KeyError(case_id)
-        return self.replay.envelopes(case_id)  # a KeyError too for a case it does not hold
+        return self.replay.envelopes[case_id]  # a KeyError too for a case it does not hold
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)
@@ -299,15 +298,11 @@ class Recorded(Mapping[str, list[Gradable]]):
 
 
 def offline_envelopes(cases: Sequence[Case], replay: Replay | None) -> Recorded:
-    """Recorded envelopes: a replay file first, then what each fixture embeds; every case must have one.
-
-    A replay that holds every case, the commonest big run, is told in C (``map``, ``sum``): a
-    pass over the cases in Python for each question cost 0.3-0.4 s of a 100,000-case run.
-    """
+    """Recorded envelopes: a replay file first, then what each fixture embeds; every case must have one."""
     ids = tuple(c.id for c in cases)
-    held = replay.held if replay else {}
-    replayed = sum(map(held.__contains__, ids))
-    own = {c.id: c for c in cases if c.id not in held} if replayed < len(ids) else {}
+    held = replay.envelopes if replay else {}
+    own = {c.id: c for c in cases if c.id not in held}
+    replayed = len(ids) - len(own)
     missing = [Problem(case.file, case.line, "completion",
                        f"case {case.id!r} has no 'completion' or 'recorded' to grade offline"
                        f"{' and it is not in the --replay file either' if replay is not None else ''} "
@@ -315,11 +310,7 @@ def offline_envelopes(cases: Sequence[Case], replay: Replay | None) -> Recorded:
                for case in own.values() if not case.recorded and case.completion is None]
     if missing:
         raise UsageError(missing)
-    requests: Mapping[str, list[Mapping[str, Any] | None]]
-    if replay is not None and replayed == len(ids) == len(replay.requests):
-        requests = replay.requests  # it holds these cases and no other
-    else:
-        requests = {case_id: [request_of(e) for e in case.recorded or ()] for case_id, case in own.items()}
-        if replay is not None:
-            requests.update((case_id, replay.requests[case_id]) for case_id in ids if case_id in held)
+    requests = {case_id: [request_of(e) for e in case.recorded or ()] for case_id, case in own.items()}
+    if replay is not None:
+        requests.update((case_id, replay.requests[case_id]) for case_id in ids if case_id in held)
     return Recorded(ids, own, replay, requests, replayed)

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+from msgspec.structs import fields, replace
 
 from ..errors import Problem, UsageError
 from ..model import CONFIG_NAMES, Thresholds
@@ -15,6 +15,7 @@ from .cases import not_json, unknown_key_problems
 from .endpoints import ENDPOINTS_SCHEMA, Endpoint, endpoints_from
 from .files import read_text
 from .parse import RawCase, parse_yaml_document
+from .validate import FileSchema
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -39,6 +40,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "endpoints": ENDPOINTS_SCHEMA,
     },
 }
+_SETTINGS = FileSchema(lambda: CONFIG_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ def _problems(raw: RawCase) -> list[Problem]:
     if found is not None:
         return [Problem(raw.file, raw.line_of(found[0]), found[0] or None, found[1])]
     problems: list[Problem] = []
-    for error in jsonschema.Draft202012Validator(CONFIG_SCHEMA).iter_errors(raw.data):
+    for error in _SETTINGS.errors(raw.data):
         if error.validator == "additionalProperties":
             problems += unknown_key_problems(raw, error)
             continue

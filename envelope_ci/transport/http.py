@@ -6,10 +6,11 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import requests
 import urllib3
+from msgspec.structs import replace
 
 from ..model import Case, Envelope
 from ..providers.base import Provider

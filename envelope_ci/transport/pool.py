@@ -6,12 +6,14 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
+
 from ..config import LIVE_GRACE_S, out_of_time
-from ..grading.envelope import judge, spoken_text
+from ..grading.envelope import classify, spoken_text
 from ..grading.grade import grade
 from ..grading.rubric import judge_request, rubrics
 from ..model import Case, Envelope, Grade, RetryPolicy
@@ -217,7 +219,7 @@ class _Pool:
         An answer the envelope alone labels (a drop, a cut) is not sent to the judge: there is nothing to judge.
         """
         asked = rubrics(case)
-        judged = judge(env) if asked else None
+        judged = classify(env) if asked else None
         if judged is None or judged.label is not None or judged.reply is None:
             return env
         answer = spoken_text(judged.reply)

@@ -6,8 +6,10 @@ import math
 import random
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec.structs import replace
 
 from ..errors import UsageError
 from ..grading.envelope import stream_was_cut, transport_label

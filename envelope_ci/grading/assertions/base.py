@@ -9,38 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...frozen import quick_init
+import msgspec
 
-if TYPE_CHECKING:
-    from ..rubric import Verdict
+from ...model import Check, Data, Expectation, Failure
 
-
-class Failure(str, Enum):
-    """What a failed assertion makes of the answer: a label, or (size) a channel."""
-
-    SCHEMA = "schema"  # the answer's shape is wrong: label ``schema``
-    WRONG = "wrong"  # the answer's content is wrong: label ``wrong``
-    SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
+__all__ = ["Answer", "AssertionType", "Check", "Expectation", "Failure", "JudgeVerdict", "Resolve"]
 
 
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Answer:
+class JudgeVerdict(Data, frozen=True):
+    """What an llm-rubric judge said: ``passed`` None when it said nothing usable (``reason`` says why)."""
+
+    passed: bool | None
+    reason: str
+    judge: str | None = None  # "<model id>@<temperature>", for the case's fingerprint
+
+
+class Answer(Data, frozen=True):
     """The answer as assertions see it: the text, and the parsed JSON when the case wants JSON."""
 
     text: str
     parsed: Any = None
     has_json: bool = False
     tool_calls: tuple[Mapping[str, Any], ...] = ()  # as the provider parsed them: {"type", "function": {"name", "arguments"}}
-    verdicts: Mapping[str, Verdict] = field(default_factory=dict)  # llm-rubric text -> what its judge said (grading.rubric)
-
-
-# check(answer, value, case) -> reasons; an empty list means the assertion holds.
-Check = Callable[[Answer, Any, Any], Sequence[str]]
+    verdicts: Mapping[str, JudgeVerdict] = msgspec.field(default_factory=dict)  # llm-rubric text -> its judge's verdict
 # A path a fixture names -> where it is (relative to the fixtures directory, or the repository root with a leading /).
 Resolve = Callable[[str], Path]
 
@@ -62,8 +56,7 @@ class AssertionType:
     that are not JSON): its reasons are labelled ``schema``, in either form, before content.
     ``entry_keys`` are keys its ``assert`` entry takes besides ``value`` (llm-rubric's
     ``endpoint``), each required, with its schema: ``value_problem`` and ``prepare`` then
-    receive ``{"value": ..., KEY: ...}``. ``heavy`` marks a check whose cost is not the
-    built-ins' few microseconds (it runs the user's code).
+    receive ``{"value": ..., KEY: ...}``.
     """
 
     name: str
@@ -81,36 +74,8 @@ class AssertionType:
     references: Callable[[Any], Sequence[str]] | None = None
     check_shape: Check | None = None
     entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # Its check runs code of unknown cost (a Python grader): grading is then spread over forked workers.
-    heavy: bool = False
     # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a ``check_shape``.
     judged_as: frozenset[Failure] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "judged_as", frozenset({self.failure, *([Failure.SCHEMA] if self.check_shape else [])}))
-
-
-@quick_init
-@dataclass(frozen=True, slots=True)
-class Expectation:
-    """One assertion of one case, as loaded: its type, prepared value and whether negated."""
-
-    kind: AssertionType
-    value: Any
-    negated: bool = False
-
-    @property
-    def name(self) -> str:
-        return ("not-" if self.negated else "") + self.kind.name
-
-    def failures(self, answer: Answer, case: Any) -> Sequence[str]:
-        """Why the answer does not meet this expectation (empty when it does)."""
-        if not self.negated:
-            return self.kind.check(answer, self.value, case)
-        assert self.kind.check_not is not None  # the schema offers not- only where it exists
-        return self.kind.check_not(answer, self.value, case)
-
-    def failures_as(self, failure: Failure, answer: Answer, case: Any) -> list[str]:
-        """Its failures of one kind: grading asks for the shape ones first, then the content ones (only those in ``kind.judged_as``)."""
-        found = list(self.kind.check_shape(answer, self.value, case)) if failure is Failure.SCHEMA and self.kind.check_shape else []
-        return found + list(self.failures(answer, case)) if self.kind.failure is failure else found

@@ -1,70 +1,154 @@
 """``is-json`` (shorthand ``schema``): the answer parses as JSON and satisfies this JSON Schema.
 
-Each distinct schema is checked once and compiled once per process, however many cases share it; an
-answer is run through jsonschema only when the schema's compiled check (``fastschema``) says no.
-A schema's ``$ref`` is followed only inside the schema (and the bundled metaschemas): one that
-points elsewhere, or loops without reading deeper into the answer, is bad input at load time,
-and no validator is ever given a registry that could fetch a URL.
+One engine, jsonschema-rs, does all of it. When the fixtures load it checks a case's schema (against its draft's
+metaschema, each ``pattern`` compiled as an ECMA-262 regex, each ``$ref`` followed); for an answer it gives the
+verdict and the reasons both, so the two cannot disagree. Each distinct schema is checked once and compiled once
+per process, however many cases share it.
+
+Nothing is ever fetched: jsonschema-rs is given a retriever that refuses every URI (its own would read files and
+URLs), so a ``$ref`` outside the schema and the metaschemas jsonschema-rs bundles is bad input at load time. So are
+``$ref``s that loop without reading deeper into the answer: jsonschema-rs accepts them, and answers something.
 """
 from __future__ import annotations
 
+import gc
 import json
 import marshal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
-import jsonschema
-import referencing
-import referencing.jsonschema
-from jsonschema_specifications import REGISTRY as METASCHEMAS
-from referencing.exceptions import Unresolvable
+import jsonschema_rs
 
-from ...canonical import canonical_json
-from ..fastschema import compile_check, errors_of
+from ...canonical import LONE_SURROGATE, canonical_json
 from .base import Answer, AssertionType, Failure
 
-SchemaCheck = Callable[[Any], list[str]]
 # Past this many errors the first ones say enough.
 MAX_SCHEMA_ERRORS = 3
-# Retrieves nothing (jsonschema's default registry fetches unknown URLs): local refs and metaschemas only.
-_OFFLINE = referencing.Registry()
-_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+# jsonschema-rs recurses on the thread's stack, up to about 1 KB per level of the answer, and a stack overflow kills
+# the process: a deeper answer is not handed to it. json.loads reads up to ~1000 levels (3.10, 3.11), 1500 (3.12),
+# 10000 (3.13); threads get 8 MB of stack on Linux (1 MB is enough for 1000 levels).
+MAX_ANSWER_DEPTH = 1000
 TOO_DEEP = "(root): the answer nests too deep to check against this schema"
+_UNSAID = "(root): the answer does not satisfy this schema (jsonschema-rs cannot say where: {})"
+_DRAFTS = {
+    jsonschema_rs.Draft4Validator: jsonschema_rs.Draft4,
+    jsonschema_rs.Draft6Validator: jsonschema_rs.Draft6,
+    jsonschema_rs.Draft7Validator: jsonschema_rs.Draft7,
+    jsonschema_rs.Draft201909Validator: jsonschema_rs.Draft201909,
+    jsonschema_rs.Draft202012Validator: jsonschema_rs.Draft202012,
+}
+# The formats asserted are those envelope-ci asserted before jsonschema-rs (jsonschema, with no format extra installed):
+# any other format jsonschema-rs knows is annotation only, as it was (docs/assertions.md lists them).
+ASSERTED_FORMATS = {
+    jsonschema_rs.Draft4Validator: ("email", "idn-email", "ipv4", "ipv6", "regex"),
+    jsonschema_rs.Draft6Validator: ("email", "idn-email", "ipv4", "ipv6", "regex"),
+    jsonschema_rs.Draft7Validator: ("date", "email", "idn-email", "idn-hostname", "ipv4", "ipv6", "regex"),
+    jsonschema_rs.Draft201909Validator: ("date", "email", "idn-email", "idn-hostname", "ipv4", "ipv6", "regex", "uuid"),
+    jsonschema_rs.Draft202012Validator: ("date", "email", "idn-email", "idn-hostname", "ipv4", "ipv6", "regex", "uuid"),
+}
+_KNOWN_FORMATS = ("date", "date-time", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
+                  "uri", "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer", "relative-json-pointer",
+                  "regex", "uuid")
 
 
-def _validator_class(schema: Any) -> Any:
-    """The draft ``$schema`` names, else 2020-12 (whose metaschema then says a ``$schema`` that is not text is wrong).
+def _any_text(_value: str) -> bool:
+    return True
 
-    jsonschema's own lookup raises on a ``$schema`` that is not text or not a URI ("http://[::1"):
-    like one it does not know, such a schema is read as 2020-12.
+
+_UNASSERTED = {cls: {name: _any_text for name in _KNOWN_FORMATS if name not in kept} for cls, kept in ASSERTED_FORMATS.items()}
+T = TypeVar("T")
+_BASE = "json-schema:///"  # jsonschema-rs's base URI for a schema without an $id
+
+
+def _refuse(uri: str) -> Any:
+    """jsonschema-rs's retriever: it never fetches anything, from the network or from a file."""
+    raise ValueError(f"envelope-ci never fetches a schema ({uri})")
+
+
+def _validator(schema: Any) -> jsonschema_rs.Validator:
+    """The draft ``$schema`` names (draft 4, 6, 7, 2019-09 or 2020-12; any other is read as 2020-12), formats asserted.
+
+    ``validator_cls_for`` picks the draft without fetching anything: ``validator_for`` would ask the
+    retriever for a ``$schema`` it does not know, and refuse the schema.
     """
-    named = isinstance(schema, dict) and isinstance(schema.get("$schema"), str)
+    cls = jsonschema_rs.validator_cls_for(schema)
+    return cls(schema, validate_formats=True, formats=_UNASSERTED[cls], retriever=_refuse)
+
+
+class SchemaCheck:
+    """One schema, compiled: called with an answer, the reasons it fails the schema (none when it satisfies it)."""
+
+    __slots__ = ("_validator",)
+
+    def __init__(self, validator: jsonschema_rs.Validator) -> None:
+        self._validator = validator
+
+    def __call__(self, instance: Any) -> list[str]:
+        """The failures, sorted by where in the answer: ``[]`` exactly when the answer satisfies the schema."""
+        reasons = _asked(instance, self._reasons)
+        return [TOO_DEEP] if reasons is None else reasons
+
+    def holds(self, instance: Any) -> bool | None:
+        """Whether the answer satisfies the schema (the verdict alone); None when it nests too deep to check."""
+        return _asked(instance, self._validator.is_valid)
+
+    def _reasons(self, instance: Any) -> list[str]:
+        if self._validator.is_valid(instance):
+            return []
+        try:
+            errors = sorted(self._validator.iter_errors(instance), key=lambda e: list(map(str, e.instance_path)))
+        except UnicodeEncodeError:
+            raise
+        except ValueError as exc:  # past 255 levels jsonschema-rs decides, but cannot word why ("Recursion limit")
+            return [_UNSAID.format(exc)]
+        found = [f"{'/'.join(map(str, e.instance_path)) or '(root)'}: {e.message}" for e in errors]
+        return found or [_UNSAID.format("it listed no error")]  # the verdict is is_valid's: no failure goes unsaid
+
+
+def _asked(instance: Any, question: Callable[[Any], T]) -> T | None:
+    """``question(instance)`` asked of jsonschema-rs, or None when the answer nests too deep to hand it.
+
+    A server's lone surrogate ("\\ud800" in JSON) is not Unicode, and jsonschema-rs cannot read it:
+    such an answer is asked again with U+FFFD in its place, as reports show it.
+    """
+    if _deeper_than(instance, MAX_ANSWER_DEPTH):
+        return None
     try:
-        return jsonschema.validators.validator_for(schema if named else {}, default=jsonschema.Draft202012Validator)
-    except ValueError:
-        return jsonschema.Draft202012Validator
+        return question(instance)
+    except UnicodeEncodeError:
+        pass
+    try:
+        readable = json.loads(LONE_SURROGATE.sub("\ufffd", json.dumps(instance, ensure_ascii=False)))
+    except RecursionError:
+        return None
+    return question(readable)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` lists and objects, a level at a time (no recursion here either).
+
+    ``gc.get_referents`` lists the keys and values of objects and the items of lists, in C, and nothing for
+    text, numbers, booleans and null: a level at a time, the whole answer costs a fifth of a walk in Python.
+    """
+    level = [value]
+    for _ in range(limit + 1):
+        level = gc.get_referents(*level)
+        if not level:
+            return False
+    return True
 
 
 @lru_cache(maxsize=4096)
 def _compiled(schema_json: str) -> SchemaCheck:
-    schema = json.loads(schema_json)
-    cls = _validator_class(schema)
-    validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=_OFFLINE)
-    valid = compile_check(schema) if cls is jsonschema.Draft202012Validator else None
-
-    def check(instance: Any) -> list[str]:
-        try:
-            errors = sorted(errors_of(valid, validator, instance), key=lambda e: list(map(str, e.absolute_path)))
-        except RecursionError:  # a deep answer under a recursive schema: the answer is hostile input, not our bug
-            return [TOO_DEEP]
-        return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors]
-
-    return check
+    return SchemaCheck(_validator(json.loads(schema_json)))
 
 
 def compile_schema(schema: Any) -> SchemaCheck:
-    """The compiled check of one schema (shared by every case that uses the same one)."""
+    """The compiled check of one schema (shared by every case that uses the same one).
+
+    Raises jsonschema-rs's ``ValidationError`` for a schema ``schema_problem`` finds bad.
+    """
     return _compiled(_schema_text(schema))
 
 
@@ -86,79 +170,176 @@ def _canonical_of(marshalled: bytes) -> str:
     return canonical_json(marshal.loads(marshalled))
 
 
-def _in_place(schema: Mapping[str, Any]) -> Iterator[Any]:
-    """The subschemas applied to the same value as ``schema`` (not to a part of it): a cycle of these never ends."""
-    for keyword in ("allOf", "anyOf", "oneOf"):
-        if isinstance(schema.get(keyword), list):
-            yield from schema[keyword]
-    for keyword in ("not", "if", "then", "else"):
-        yield schema.get(keyword)
-    if isinstance(schema.get("dependentSchemas"), dict):
-        yield from schema["dependentSchemas"].values()
+# -- references: where they lead, and whether they loop ------------------------------------------------------------
+
+_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+# Keywords whose subschemas apply to the same value as the schema holding them (a loop of these never ends) ...
+_IN_PLACE_ONE = ("not", "if", "then", "else")  # if, then, else: from draft 7
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+_IN_PLACE_MAPS = ("dependentSchemas", "dependencies")  # dependencies (a schema, or names): up to draft 7
+# ... and those whose subschemas apply to a part of it, or to nothing ($defs).
+_DEEPER_ONE = ("items", "additionalItems", "contains", "additionalProperties", "propertyNames", "unevaluatedItems",
+               "unevaluatedProperties", "contentSchema")
+_DEEPER_LISTS = ("items", "prefixItems")
+_DEEPER_MAPS = ("properties", "patternProperties", "$defs", "definitions")
+
+# A subschema and the resolver its references are read against.
+Node = tuple[dict[str, Any], jsonschema_rs.Resolver]
 
 
-def _has_cycle(edges: Mapping[int, list[int]]) -> bool:
-    """Whether the graph loops (an iterative depth-first search: a deep schema must not recurse here either)."""
-    done: set[int] = set()
-    for start in edges:
-        if start in done:
+def _kids(node: Node, draft: int, keywords: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> Iterator[Node]:
+    """The subschemas under ``keywords`` (one schema, lists of them, maps of them), each with its resolver."""
+    contents, resolver = node
+    ones, lists, maps = keywords
+    found = [contents.get(k) for k in ones]
+    found += [s for k in lists if isinstance(contents.get(k), list) for s in contents[k]]
+    found += [s for k in maps if isinstance(contents.get(k), dict) for s in contents[k].values()]
+    for kid in found:
+        if isinstance(kid, dict):
+            yield kid, _rebased(kid, resolver, draft)
+
+
+def _rebased(schema: dict[str, Any], resolver: jsonschema_rs.Resolver, draft: int) -> jsonschema_rs.Resolver:
+    """The resolver for the refs inside ``schema``: its ``$id`` (draft 4: ``id``) starts a new base URI."""
+    given = schema.get("id" if draft == jsonschema_rs.Draft4 else "$id")
+    if not isinstance(given, str) or given.startswith("#"):
+        return resolver
+    try:
+        return resolver.lookup(given).resolver
+    except (jsonschema_rs.ReferencingError, ValueError):
+        return resolver
+
+
+def _in_place(node: Node, draft: int) -> Iterator[Node]:
+    """The subschemas applied to the same value as ``node``: in place, and where its refs lead (unresolvable: none)."""
+    contents, resolver = node
+    refs = [contents[k] for k in _REFS if isinstance(contents.get(k), str)]
+    old = draft in (jsonschema_rs.Draft4, jsonschema_rs.Draft6, jsonschema_rs.Draft7)
+    if "$ref" in contents and old:
+        refs = refs[:1]  # up to draft 7 a $ref stands alone: the keywords beside it are ignored
+    else:
+        ones = _IN_PLACE_ONE[:1] if draft in (jsonschema_rs.Draft4, jsonschema_rs.Draft6) else _IN_PLACE_ONE
+        yield from _kids(node, draft, (ones, _IN_PLACE_LISTS, _IN_PLACE_MAPS[1:] if old else _IN_PLACE_MAPS[:1]))
+    for ref in refs:
+        try:
+            found = resolver.lookup(ref)
+        except (jsonschema_rs.ReferencingError, ValueError):
             continue
-        path, stack = {start}, [(start, iter(edges[start]))]
+        if isinstance(found.contents, dict):
+            yield found.contents, found.resolver
+
+
+def _everywhere(root: Node, draft: int) -> Iterator[Node]:
+    """Every subschema of the document, the root first (iteratively: a deep schema must not recurse here)."""
+    stack = [root]
+    every = (_IN_PLACE_ONE + _DEEPER_ONE, _IN_PLACE_LISTS + _DEEPER_LISTS, _IN_PLACE_MAPS + _DEEPER_MAPS)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack += _kids(node, draft, every)
+
+
+def _loops(root: Node, draft: int) -> bool:
+    """Whether a subschema comes back to itself through in-place keywords and refs (an iterative depth-first search).
+
+    A subschema is known by its base URI and its text: two that are equal act alike, wherever they are
+    written (a ref's target is a copy, not the object the walk met).
+    """
+    texts: dict[int, tuple[dict[str, Any], str]] = {}  # id -> (the subschema, kept alive so no id is reused; its text)
+
+    def key(node: Node) -> tuple[str, str]:
+        known = texts.get(id(node[0]))
+        if known is None:
+            known = texts[id(node[0])] = node[0], canonical_json(node[0])
+        return node[1].base_uri, known[1]
+
+    done: set[tuple[str, str]] = set()
+    for start in _everywhere(root, draft):
+        start_key = key(start)
+        if start_key in done:
+            continue
+        path, stack = {start_key}, [(start_key, _in_place(start, draft))]
         while stack:
-            node, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                done.add(node)
-                path.discard(node)
+            node_key, kids = stack[-1]
+            kid = next(kids, None)
+            if kid is None:
+                done.add(node_key)
+                path.discard(node_key)
                 stack.pop()
-            elif child in path:
+                continue
+            kid_key = key(kid)
+            if kid_key in path:
                 return True
-            elif child not in done and child in edges:
-                path.add(child)
-                stack.append((child, iter(edges[child])))
+            if kid_key not in done:
+                path.add(kid_key)
+                stack.append((kid_key, _in_place(kid, draft)))
     return False
 
 
-def _reference_problem(schema: dict[str, Any]) -> str | None:
-    """Why the schema's references cannot be followed offline, and to an end: one points outside it, or they loop."""
-    try:
-        edges = _reference_graph(schema)
-    except Unresolvable as exc:
-        return f"$ref {exc.ref!r} is not inside this schema, and envelope-ci never fetches one (copy what it names under $defs)"
-    except ValueError as exc:  # urllib's word on a $id or $ref that is not a URI ("http://[::1")
-        return f"a $id or $ref is not a URI reference ({exc})"
-    return "its $refs loop back to where they start without reading deeper into the answer: checking it would never end" if _has_cycle(edges) else None
+def _root(schema: dict[str, Any], draft: int, outside: list[str]) -> Node:
+    """The schema in a registry of its own, to follow its refs as jsonschema-rs does (with the metaschemas it bundles).
+
+    A URI outside the schema is not fetched either: it stands for an empty schema, and ``outside`` lists it.
+    """
+    def stand_in(uri: str) -> Any:
+        outside.append(uri)
+        return {}
+
+    registry = jsonschema_rs.Registry([(_BASE, schema)], draft=draft, retriever=stand_in)
+    return schema, _rebased(schema, registry.resolver(_BASE), draft)
 
 
-def _reference_graph(schema: dict[str, Any]) -> dict[int, list[int]]:
-    """Each subschema (by id) and those applied to the same value: in place, or where its refs resolve, offline."""
-    spec = referencing.jsonschema.specification_with(str(schema.get("$schema", "")), default=referencing.jsonschema.DRAFT202012)
-    root = spec.create_resource(schema)
-    uri = root.id() or ""
-    registry = METASCHEMAS.combine(referencing.Registry().with_resource(uri, root)).crawl()
-    edges: dict[int, list[int]] = {}
-    stack = [(root, registry.resolver(uri))]
-    while stack:
-        resource, resolver = stack.pop()
-        resolver = resolver.in_subresource(resource)
-        contents = resource.contents
-        if isinstance(contents, dict):
-            refs = [contents[k] for k in _REFS if isinstance(contents.get(k), str)]
-            targets = [*_in_place(contents), *(resolver.lookup(ref).contents for ref in refs)]
-            edges[id(contents)] = [id(t) for t in targets if isinstance(t, dict)]
-        stack += [(sub, resolver) for sub in resource.subresources()]
-    return edges
+def _unresolved(schema: dict[str, Any], draft: int, said: str) -> str | None:
+    """The ``$ref`` jsonschema-rs could not follow (``said`` is its message), as written: outside, or to nothing."""
+    outside: list[str] = []
+    missing: list[str] = []
+    for contents, resolver in _everywhere(_root(schema, draft, outside), draft):
+        ref = contents.get("$ref")
+        if not isinstance(ref, str):
+            continue
+        try:
+            found = resolver.lookup(ref)
+        except (jsonschema_rs.ReferencingError, ValueError):
+            missing.append(ref)
+            continue
+        if found.resolver.base_uri in outside:
+            missing.append(ref)
+    named = [ref for ref in missing if any(part and part in said for part in ref.partition("#")[::2])]
+    return (named or missing)[0] if missing else None
+
+
+_NOT_INSIDE = "$ref {!r} is not inside this schema, and envelope-ci never fetches one (copy what it names under $defs)"
+_LOOP = "its $refs loop back to where they start without reading deeper into the answer: checking it would never end"
 
 
 @lru_cache(maxsize=1024)
 def _schema_problem(schema_json: str) -> tuple[str, str] | None:
     schema = json.loads(schema_json)
+    draft = jsonschema_rs.Draft202012
     try:
-        _validator_class(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return ".".join(str(p) for p in exc.absolute_path), f"invalid JSON Schema: {exc.message}"
-    found = _reference_problem(schema) if isinstance(schema, dict) else None
-    return ("", f"invalid JSON Schema: {found}") if found else None
+        draft = _DRAFTS.get(jsonschema_rs.validator_cls_for(schema), draft)
+        _compiled(schema_json)  # compiled once: the case's check, when it loads
+    except jsonschema_rs.ValidationError as exc:  # the metaschema, a pattern, a $ref, an $id: the first it met
+        return ".".join(map(str, exc.instance_path)), f"invalid JSON Schema: {_worded(exc, schema, draft)}"
+    except (jsonschema_rs.ReferencingError, ValueError) as exc:
+        return "", f"invalid JSON Schema: {exc}"
+    try:
+        loops = isinstance(schema, dict) and _loops(_root(schema, draft, []), draft)
+    except (jsonschema_rs.ReferencingError, ValueError):  # jsonschema-rs compiled it: its registry is not ours to judge
+        loops = False
+    return ("", f"invalid JSON Schema: {_LOOP}") if loops else None
+
+
+def _worded(exc: jsonschema_rs.ValidationError, schema: Any, draft: int) -> str:
+    """jsonschema-rs's message; for a $ref it could not follow, one that names the $ref as written."""
+    said = exc.message
+    if not isinstance(exc.kind, jsonschema_rs.ValidationErrorKind.Referencing) or not isinstance(schema, dict):
+        return said
+    try:
+        ref = _unresolved(schema, draft, said)
+    except (jsonschema_rs.ReferencingError, ValueError):  # an $id that is not a URI: jsonschema-rs has said so
+        return said
+    return said if ref is None else _NOT_INSIDE.format(ref)
 
 
 def schema_problem(schema: Any) -> tuple[str, str] | None:
@@ -177,10 +358,11 @@ def _check(answer: Answer, value: SchemaCheck | None, case: Any) -> list[str]:
 
 
 def _check_not(answer: Answer, value: SchemaCheck | None, case: Any) -> list[str]:
-    errors = value(answer.parsed) if answer.has_json and value is not None else []
-    if errors == [TOO_DEEP]:  # unchecked is not "does not satisfy"
+    if not answer.has_json:
+        return []
+    holds = True if value is None else value.holds(answer.parsed)
+    if holds is None:  # unchecked is not "does not satisfy"
         return [f"schema: {TOO_DEEP}"]
-    holds = answer.has_json and not errors
     return ["schema: the answer satisfies a schema it must not"] if holds else []
 
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..fastschema import equal as json_equal  # JSON equality, as jsonschema has it: 2 equals 2.0, true is not 1
+from ..json_equal import json_equal
 from .base import Answer, AssertionType, Failure
 from .regex import pattern_problem
 

@@ -115,7 +115,6 @@ ASSERTION = AssertionType(
     value_problem=_value_problem,
     references=_references,
     value_schema={"type": "string"},
-    heavy=True,
     description="FILE.py:FUNCTION in your repository (from the fixtures directory, or the repository root with a leading /): "
                 "called with the answer text and the case, it returns None to pass or a reason to fail.",
 )

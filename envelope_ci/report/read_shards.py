@@ -1,20 +1,21 @@
-"""Every shard's report read back as one run (``envelope-ci merge``); what a shard writes for it is ``report.shard_info``."""
+"""Every shard's report.json read back as one run, for ``merging.merge``; what a shard writes for it is ``report.shard_info``."""
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from .. import __version__
+import msgspec
+from msgspec.structs import fields, replace
+
 from ..analysis.analyse import RunShape
 from ..analysis.cases import lost_repeats_of
 from ..errors import Problem, UsageError
+from ..findings import FixtureChanges
 from ..model import Channel, Fingerprint, Gate, Label, Lane, Outcome, Pin
-from .codec import from_json
-from .model import REPORT_VERSION, BaseDiff, CaseRow, FixtureChanges, Report, RunInfo, ShardInfo, row_texts_of
+from .model import REPORT_VERSION, BaseDiff, CaseRow, Report, RunInfo, ShardCase, ShardInfo
 
 
 class RowResult(NamedTuple):
@@ -52,7 +53,6 @@ class Whole:
     run: RunInfo
     results: tuple[RowResult, ...]
     rows: tuple[CaseRow, ...]  # as the shards wrote them: only their gates are the whole run's
-    row_texts: tuple[str | None, ...]  # each row's report.json text as its shard wrote it, when known (``_Shard.row_texts``)
     row_gates: tuple[Gate, ...]  # each row's gate as its shard wrote it (read while the row was at hand)
     fingerprint: Fingerprint
     fixtures: FixtureChanges
@@ -74,9 +74,8 @@ class _Shard:
 
     path: str
     report: Report
-    info: ShardInfo  # its ``cases`` read as ``places``, not as ShardCase objects
+    info: ShardInfo
     places: _Places
-    row_texts: tuple[str, ...] | None  # its rows' text, when this version wrote it as ``dump_report`` does: the merge writes them again as they are
 
 
 class _Places(NamedTuple):
@@ -90,23 +89,13 @@ class _Places(NamedTuple):
 _ONE_REPEAT = {label: (label,) for label in Label}
 
 
-def _places_of(cases: Mapping[str, Any]) -> _Places:
-    """``shard.cases`` (id -> a ShardCase's JSON) read straight from the JSON data: most cases there say only their place.
-
-    Decoding 100,000 ShardCase objects was a sixth of the reading of a 4 x 25k merge. A value of
-    the wrong type is a ValueError (the report is not readable): a place that is not an integer,
-    a label not known, a temperature that is not a number.
-    """
-    places = _Places(
-        {case_id: case["position"] for case_id, case in cases.items()},
-        {case_id: from_json(tuple[Label, ...], case["repeats"]) for case_id, case in cases.items() if len(case["repeats"]) != 1},
-        {case_id: case["temperature"] for case_id, case in cases.items() if case.get("temperature") is not None},
+def _places_of(cases: Mapping[str, ShardCase]) -> _Places:
+    """``shard.cases`` as the merge reads it: each case's place, its repeats' labels and its own temperature."""
+    return _Places(
+        {case_id: case.position for case_id, case in cases.items()},
+        {case_id: case.repeats for case_id, case in cases.items() if len(case.repeats) != 1},
+        {case_id: case.temperature for case_id, case in cases.items() if case.temperature is not None},
     )
-    if any(type(place) is not int for place in places.positions.values()):
-        raise ValueError("a case's position in shard.cases is not an integer")
-    if any(type(degrees) not in (int, float) for degrees in places.temperatures.values()):
-        raise ValueError("a case's temperature in shard.cases is not a number")
-    return places
 
 
 # A shard's report.json as read: where it is, and its text.
@@ -140,22 +129,27 @@ def read_shards(texts: Sequence[ReportText]) -> Whole:
     return _whole(shards)
 
 
-def _read(path: Path, text: str, with_texts: bool = True) -> _Shard:
-    """One shard's report.json, or why it is not one (``with_texts``: its rows' texts too, when it has them)."""
+class _Versioned(msgspec.Struct):
+    """What is read of a report.json before its whole: which version wrote it, and whether it is a shard's."""
+
+    report_version: Any = None
+    shard: Any = None
+
+
+def _read(path: Path, text: str) -> _Shard:
+    """One shard's report.json, or why it is not one."""
     try:
-        data = json.loads(text)
-        ours = isinstance(data, dict) and data.get("report_version") == REPORT_VERSION
-        shard = data.get("shard") if ours else None
-        if not isinstance(shard, dict):
-            raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}" if not ours else
-                             f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each run --shard I/N")
-        places = _places_of(shard.pop("cases"))
-        report = Report.from_json({**data, "shard": {**shard, "cases": {}}})
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        head = msgspec.json.decode(text, type=_Versioned)
+        if head.report_version != REPORT_VERSION:
+            raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}")
+        if not isinstance(head.shard, dict):
+            raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each "
+                             "run --shard I/N")
+        report = msgspec.json.decode(text, type=Report)
+    except msgspec.MsgspecError as exc:
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
     assert report.shard is not None  # given above
-    texts = row_texts_of(text, report.cases) if with_texts and report.shard.tool_version == __version__ else None
-    return _Shard(path.as_posix(), report, report.shard, places, texts)
+    return _Shard(path.as_posix(), report, report.shard, _places_of(report.shard.cases))
 
 
 # RunInfo fields that are part of the fingerprint, named as a reader knows them.
@@ -220,52 +214,37 @@ def _twice(shards: Sequence[_Shard]) -> str:
     return f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"
 
 
-# What is put at a row's place in the suite (``_in_suite_order``): made from the row, its text and its shard's places.
+# What is put at a row's place in the suite (``_in_suite_order``): made from the row and its shard's places.
 Placed = TypeVar("Placed")
 
-# A row at its place, for the merge: with its text, its result and its gate as its shard wrote it (a plain tuple: one per case).
-_Placed = tuple[CaseRow, str | None, RowResult, Gate]
+# A row at its place, for the merge: with its result and its gate as its shard wrote it.
+_Placed = tuple[CaseRow, RowResult, Gate]
 
 
-def _in_suite_order(shards: Sequence[_Shard], place: Callable[[CaseRow, str | None, _Places], Placed]) -> list[Placed]:
+def _in_suite_order(shards: Sequence[_Shard], place: Callable[[CaseRow, _Places], Placed]) -> list[Placed]:
     """What ``place`` makes of every shard's row, at the row's place in the suite.
 
     The places are 0 to N-1, each once (``refusals``): each row is put at its own, no sort. A
     row its shard's ``cases`` does not place, or a place no row fills, is a report edited by hand.
-    One pass: on a 100k-case merge each pass over the rows cost 0.1-0.2 s, most of it waiting on
-    memory (the rows are spread over the heap).
     """
     placed: list[Placed | None] = [None] * shards[0].info.suite_cases
     for s in shards:
         positions = s.places.positions
-        for row, text in zip(s.report.cases, s.row_texts or _unknown(s), strict=True):
+        for row in s.report.cases:
             position = positions.get(row.id)
             if position is None:
                 raise UsageError(f"{s.path}: case {row.id!r} has a row but no place in the shard's \"cases\": not a report as a shard wrote it")
-            placed[position] = place(row, text, s.places)
+            placed[position] = place(row, s.places)
     filled = [each for each in placed if each is not None]
     if len(filled) != len(placed):
         raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): a row is missing from a report")
     return filled
 
 
-def rows_in_suite_order(texts: Sequence[ReportText]) -> list[CaseRow]:
-    """Every shard's rows in the suite's order, not judged: for output that needs the rows alone.
-
-    ``read_shards`` is the merge, and checks the marks this takes for granted; a merge reads the
-    reports' texts again this way on another core for report.md's cases table, which no gate changes.
-    """
-    return _in_suite_order([_read(path, text, with_texts=False) for path, text in texts], _row_alone)
-
-
-def _row_alone(row: CaseRow, text: str | None, places: _Places) -> CaseRow:
-    return row
-
-
 def _whole(shards: Sequence[_Shard]) -> Whole:
     first = shards[0]
     in_order = _in_suite_order(shards, _placing(first.info.fingerprint))
-    rows, texts, results, gates = (tuple(column) for column in zip(*in_order, strict=True)) if in_order else ((), (), (), ())
+    rows, results, gates = (tuple(column) for column in zip(*in_order, strict=True)) if in_order else ((), (), ())
     stale = {k: v for s in shards for k, v in s.info.stale.items()}
     unverified = {u for s in shards for u in s.info.unverified}
     model_ids = sorted({m for s in shards for m in s.info.model_ids})
@@ -274,7 +253,6 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
         run=run,
         results=results,
         rows=rows,
-        row_texts=texts,
         row_gates=gates,
         fingerprint=replace(first.info.fingerprint, model_id=",".join(model_ids) or None),
         fixtures=first.report.fixtures,
@@ -289,11 +267,6 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
     )
 
 
-def _unknown(shard: _Shard) -> list[None]:
-    """No row's text is known: each is encoded again."""
-    return [None] * len(shard.report.cases)
-
-
 def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
     """The base diff of the whole run: each shard's rows for its cases, in suite order, then the removed cases (the same in every shard)."""
     first = shards[0].report
@@ -306,8 +279,8 @@ def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
     return replace(first.base, diff=(*(row for _, row in placed), *first.base.diff[len(first.cases):]))
 
 
-def _placing(declared: Fingerprint) -> Callable[[CaseRow, str | None, _Places], _Placed]:
-    """A row at its place for the merge: the row, its text, its result as its shard judged it, and its gate.
+def _placing(declared: Fingerprint) -> Callable[[CaseRow, _Places], _Placed]:
+    """A row at its place for the merge: the row, its result as its shard judged it, and its gate.
 
     The result is made from the row, and from its shard's places its repeats' labels (where it
     had other than one) and its own temperature. Most cases share their fingerprint with many
@@ -322,12 +295,12 @@ def _placing(declared: Fingerprint) -> Callable[[CaseRow, str | None, _Places], 
             declared.lane, declared.endpoint_class, model_id, declared.temperature if temperature is None else temperature, declared.grader_version)
         return built
 
-    def place(row: CaseRow, text: str | None, places: _Places) -> _Placed:
+    def place(row: CaseRow, places: _Places) -> _Placed:
         case_id, label = row.id, row.label
         temperature = places.temperatures.get(case_id)
         result = made((*_JUDGED_OF_ROW(row), fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
                        places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport))
-        return row, text, result, row.gate
+        return row, result, row.gate
 
     return place
 

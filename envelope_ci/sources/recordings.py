@@ -123,7 +123,7 @@ def _envelope_error(prefix: str, env: Any, errors: list[jsonschema.ValidationErr
 class Replay(Data, frozen=True):
     """A ``--replay`` file, checked: each case's envelopes (repeats in file order) and the requests they answered."""
 
-    envelopes: Mapping[str, list[Envelope]]
+    envelopes: dict[str, list[Envelope]]  # given up to grading case by case (``Recorded``)
     requests: Mapping[str, list[Mapping[str, Any] | None]]
 
 
@@ -268,12 +268,14 @@ class RecordingWriter:
 
 @dataclass(frozen=True, eq=False)
 class Recorded(Mapping[str, list[Envelope]]):
-    """The envelopes to grade offline by case id, each case's given only when asked for (as it is graded): built then, or judged ahead.
+    """The envelopes to grade offline by case id, each case's given once, when it is graded, and let go then.
 
     ``ids`` are the cases', in order; ``own`` are the cases the replay does not hold, whose
     envelopes their fixtures give. ``requests`` are what each case's recordings answered, for
     the staleness check: a bare ``completion`` is a hand-written answer, not a recording, and
-    has none. ``replayed``: how many of the cases the replay holds.
+    has none. ``replayed``: how many of the cases the replay holds. A replay's envelopes are
+    the bulk of an offline run's memory, and grading asks for each case's once: the replay
+    gives them up as they are asked for.
     """
 
     ids: tuple[str, ...]
@@ -288,7 +290,7 @@ class Recorded(Mapping[str, list[Envelope]]):
             return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
         if self.replay is None:
             raise KeyError(case_id)
-        return self.replay.envelopes[case_id]  # a KeyError too for a case it does not hold
+        return self.replay.envelopes.pop(case_id)  # a KeyError too for a case it does not hold (or gave up already)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids)

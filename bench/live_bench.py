@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Live-run benchmark (issue #3): envelope-ci's transport against a bare loop of ``requests`` calls.
 
-Both sides call the same local fake server (``tests/fake_openai.py``'s ``serve_fixed_delay``),
+Both sides call the same local fake server (``tests/support/fake_openai.py``'s ``serve_fixed_delay``),
 which answers every request with a fixed delay, at the same concurrency, from the same script,
 with the same request bodies. For each concurrency it prints, side by side:
 
@@ -15,13 +15,13 @@ concurrency 8: envelope-ci's wall <= 1.10x the bare loop's; its timing-error med
 of the bare loop's and its p95 within 5 ms.
 
 The figures mean something only if the server adds no delay of its own. By default the server
-runs in its own process (``python tests/fake_openai.py --delay-ms D``, which is
+runs in its own process (``python -m tests.support.fake_openai --delay-ms D``, which is
 ``serve_fixed_delay(D)``), so it does not share this process's GIL with the clients being
 measured; ``--server inprocess`` starts ``serve_fixed_delay`` in this process instead. The
 bare loop's timing error is the server's (and the loopback's) own overhead: read the
 envelope-ci figures against it, not against zero.
 
-    python bench/live_bench.py --cases 2000 --delay-ms 50 --concurrency 1,8,32
+    python -m bench.live_bench --cases 2000 --delay-ms 50 --concurrency 1,8,32
 
 Two more measurements (issue #11), each instead of the above:
 
@@ -37,9 +37,9 @@ And one for adaptive concurrency (issue #10 item 4), also instead of the above:
   bursts of 10) in front of the 50 ms server, at concurrency 8, run once adapting and once at a
   fixed concurrency; prints the 429s the server sent, the wall, the wait and the concurrency history.
 
-    python bench/live_bench.py --faults --cases 5000
-    python bench/live_bench.py --memory --answers 100 --answer-mb 15
-    python bench/live_bench.py --rate-limit --cases 300
+    python -m bench.live_bench --faults --cases 5000
+    python -m bench.live_bench --memory --answers 100 --answer-mb 15
+    python -m bench.live_bench --rate-limit --cases 300
 """
 from __future__ import annotations
 
@@ -62,18 +62,17 @@ from pathlib import Path
 
 import requests
 
-ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
-sys.path[:0] = [str(ROOT), str(TESTS)]  # this checkout's envelope_ci, not an installed copy
+from envelope_ci.cli import main as cli_main
+from envelope_ci.model import Case, RetryPolicy
+from envelope_ci.providers.openai_chat import OPENAI_CHAT
+from envelope_ci.sources.cases import build_case
+from envelope_ci.sources.parse import RawCase
+from envelope_ci.transport.http import USER_AGENT, ClientSettings
+from envelope_ci.transport.pool import run_live
+from envelope_ci.transport.progress import Progress
+from tests.support.fake_openai import Behaviour, Chaos, FakeOpenAI, serve_fixed_delay
 
-from envelope_ci.cli import main as cli_main  # noqa: E402
-from envelope_ci.model import Case, RetryPolicy  # noqa: E402
-from envelope_ci.providers.openai_chat import OPENAI_CHAT  # noqa: E402
-from envelope_ci.sources.cases import build_case  # noqa: E402
-from envelope_ci.sources.parse import RawCase  # noqa: E402
-from envelope_ci.transport.http import USER_AGENT, ClientSettings  # noqa: E402
-from envelope_ci.transport.pool import run_live  # noqa: E402
-from envelope_ci.transport.progress import Progress  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 MODEL = "bench-model"
 
@@ -212,8 +211,6 @@ def full_cli(url: str, n: int, concurrency: int, delay_ms: float) -> Figures:
 # --------------------------------------------------------------------------- issue #11: faults and memory
 def faults_bench(n: int, concurrency: int, seed: int) -> int:
     """Undelivered cases on a bad day, with the old fixed retry budget and with the default sized to the suite."""
-    from fake_openai import Behaviour, Chaos, FakeOpenAI
-
     cases = make_cases(n)
     for budget in (100, None):
         chaos = Chaos(rpm=10**9, share_429=0.05, share_503=0.10, share_reset=0.05, share_cut=0.02, seed=seed)
@@ -234,8 +231,6 @@ def faults_bench(n: int, concurrency: int, seed: int) -> int:
 
 def rate_limit_bench(n: int, rpm: int, delay_ms: float) -> int:
     """429s the server had to send, adapting the concurrency and at a fixed 8, against one token bucket."""
-    from fake_openai import Behaviour, Chaos, FakeOpenAI
-
     cases = make_cases(n)
     for adaptive in (True, False):
         chaos = Chaos(rpm=rpm, burst=10, minute_s=3.0, share_429=0.0, share_503=0.0)
@@ -253,8 +248,6 @@ def rate_limit_bench(n: int, rpm: int, delay_ms: float) -> int:
 
 def memory_bench(answers: int, answer_mb: int, concurrency: int) -> int:
     """The CLI's peak RSS (its own process) for ``answers`` live answers of ``answer_mb`` MB."""
-    from fake_openai import Behaviour, FakeOpenAI
-
     with FakeOpenAI(Behaviour.huge(answer_mb * 1024 * 1024)) as srv, tempfile.TemporaryDirectory(prefix="envelope-ci-bench-") as tmp:
         fixtures = Path(tmp) / "fixtures"
         fixtures.mkdir()
@@ -277,16 +270,14 @@ def memory_bench(answers: int, answer_mb: int, concurrency: int) -> int:
 def fixed_delay_server(delay_ms: float, where: str) -> Iterator[str]:
     """A fixed-delay fake server: its own process (default) or this one."""
     if where == "inprocess":
-        from fake_openai import serve_fixed_delay
-
         srv = serve_fixed_delay(delay_ms)
         try:
             yield srv.url
         finally:
             srv.close()
         return
-    proc = subprocess.Popen([sys.executable, str(TESTS / "fake_openai.py"), "--port", "0", "--delay-ms", str(delay_ms)],
-                            stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-m", "tests.support.fake_openai", "--port", "0", "--delay-ms", str(delay_ms)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -322,7 +313,7 @@ def verdict(ok: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m bench.live_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=2000, help="cases per concurrency (default: %(default)s)")
     ap.add_argument("--cases-c1", type=int, default=400,
                     help="cases at concurrency 1, where the full count would take cases x delay (default: %(default)s)")

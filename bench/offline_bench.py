@@ -1,6 +1,6 @@
 """Offline grading throughput: generate N cases and a recordings file, run the real CLI, print figures.
 
-    python bench/offline_bench.py --cases 100000
+    python -m bench.offline_bench --cases 100000
 
 Target (issue #2): the whole run (load, validate, grade, write reports) under 15 s and
 under 1 GiB peak memory on a 2-core machine. Prints wall time per stage, cases/second,
@@ -78,17 +78,18 @@ class Suite:
     size_mb: float
 
 
-def bench_parser(doc: str | None) -> argparse.ArgumentParser:
-    """``--cases`` and ``--seed``, as every offline bench takes them."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_parser(doc: str | None, module: str) -> argparse.ArgumentParser:
+    """``--cases`` and ``--seed``, as every offline bench takes them; ``module`` is the one run: ``python -m MODULE``."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=7)
     return parser
 
 
-def bench_args(doc: str | None) -> argparse.Namespace:
+def bench_args(doc: str | None, module: str) -> argparse.Namespace:
     """The arguments of a bench that takes only ``bench_parser``'s."""
-    return bench_parser(doc).parse_args()
+    return bench_parser(doc, module).parse_args()
 
 
 @contextmanager
@@ -104,7 +105,7 @@ def generated_suite(cases: int, seed: int) -> Iterator[Suite]:
 
 
 def main() -> int:
-    args = bench_args(__doc__)
+    args = bench_args(__doc__, "bench.offline_bench")
     with generated_suite(args.cases, args.seed) as suite:
         root, fixtures, recordings = suite.root, suite.fixtures, suite.recordings
         t1 = time.perf_counter()

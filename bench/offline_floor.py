@@ -1,6 +1,6 @@
 """Offline grading against two floors (issue #10 item 5, issue #23 item 5), measured side by side in one run.
 
-    python bench/offline_floor.py --cases 100000 --repeat 3 [--keep DIR]
+    python -m bench.offline_floor --cases 100000 --repeat 3 [--keep DIR]
 
 Generates the case mix of ``bench/offline_bench.py`` (its generator is imported, not copied), or
 with ``--keep DIR`` reuses the one made earlier in ``DIR/N-cases-seed-S`` (made there if missing), then
@@ -58,11 +58,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-sys.path.insert(0, str(REPO))
+from bench.offline_bench import bench_parser, generate  # the same generator, not a copy
 
-from offline_bench import bench_parser, generate  # noqa: E402  (the same generator, not a copy)
+REPO = Path(__file__).resolve().parent.parent
 
 WALL_TARGET = 1.2
 CPU_TARGET = 1.2
@@ -349,7 +347,7 @@ def ratio_line(label: str, values: list[float], target: float | None) -> str:
 
 
 def main() -> int:
-    parser = bench_parser(__doc__)
+    parser = bench_parser(__doc__, "bench.offline_floor")
     parser.add_argument("--repeat", type=int, default=3,
                         help="rounds of plain floor, fast floor and envelope-ci, order rotated (default: %(default)s)")
     parser.add_argument("--keep", type=Path, metavar="DIR",

@@ -7,7 +7,7 @@ Every time is the wall time of the real command line (``python -m envelope_ci``)
   added, over --trials additions to a suite of --cases: envelope-ci's runs of the hash order, beside
   dealing that order round-robin and plain ``hash mod N`` (no processes: the partition is pure).
 * ``speedup``: a suite of --cases cases graded by one process, then as --shards shard processes started
-  at once and merged; printed live (against the local fixed-delay fake server, ``tests/fake_openai.py``,
+  at once and merged; printed live (against the local fixed-delay fake server, ``tests/support/fake_openai.py``,
   at --concurrency per process, as each matrix job would run) and offline (a --replay of recordings,
   the mix of ``bench/offline_bench.py``). The offline merged report.json must equal the unsharded
   run's byte for byte; a live one must agree on everything but timings.
@@ -16,10 +16,10 @@ Every time is the wall time of the real command line (``python -m envelope_ci``)
   time (user + system, its forked writers' too), the time inside ``merging.merge`` (``api.merge``), and its peak memory.
   Target: at most ``MERGE_TARGET_S`` (2 s; it was under 5 s until issue #23).
 
-    python bench/shard_bench.py                          # all three, the defaults below
-    python bench/shard_bench.py --part partition --cases 8000 --shards 4 --trials 1000
-    python bench/shard_bench.py --part speedup --cases 8000 --shards 4 --delay-ms 50 --concurrency 8
-    python bench/shard_bench.py --part merge --merge-cases 100000
+    python -m bench.shard_bench                          # all three, the defaults below
+    python -m bench.shard_bench --part partition --cases 8000 --shards 4 --trials 1000
+    python -m bench.shard_bench --part speedup --cases 8000 --shards 4 --delay-ms 50 --concurrency 8
+    python -m bench.shard_bench --part merge --merge-cases 100000
 """
 from __future__ import annotations
 
@@ -37,12 +37,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # this checkout's envelope_ci, not an installed copy
-from live_bench import fixed_delay_server  # noqa: E402
-from offline_bench import generate  # noqa: E402
+from bench.live_bench import fixed_delay_server
+from bench.offline_bench import generate
+from envelope_ci.shard import shard_numbers
 
-from envelope_ci.shard import shard_numbers  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "CI": "", "GITHUB_ACTIONS": ""}
 # A command that hangs fails the bench instead of stalling it.
@@ -153,7 +152,7 @@ def same_but_timing(a: Path, b: Path) -> bool:
 
     ``live`` (each process's concurrency over time and wait on rate limits) is timing that the
     merge leaves out by design (``report.model.LiveRun``); notes may quote times, and are not
-    compared. tests/test_shard_merge.py holds the same comparison, rows without their times.
+    compared. tests/cli/test_shard_merge.py holds the same comparison, rows without their times.
     """
     def plain(path: Path) -> dict:
         data = json.loads(path.read_text("utf-8"))
@@ -245,7 +244,8 @@ def merge_time(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m bench.shard_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("all", "partition", "speedup", "merge"), default="all")
     parser.add_argument("--cases", type=int, default=8000, help="speed-up suite size (default: %(default)s, 2,000 per shard)")
     parser.add_argument("--shards", type=int, default=4, help="shard processes (default: %(default)s)")

@@ -26,6 +26,8 @@ from .findings import PinsUpdate
 from .formats.registry import write_reports
 from .grading.envelope import Envelope
 from .grading.grade import grade_all
+from .grading.grader_worker import close as close_graders
+from .grading.grader_worker import hide as hide_from_graders
 from .merging import merge as merge  # the library's second call, in a module of its own (see there)
 from .model import VERDICT_EXIT, Case, Grade, Pins
 from .report.build import base_diff_rows, build_report, scrub
@@ -39,12 +41,12 @@ from .shard import note as shard_note
 from .shard import select as shard_select
 from .sources.cases import load_cases
 from .sources.endpoints import checked_endpoints
-from .sources.files import hash_of_digests, suite_digests
+from .sources.files import hash_of_digests, resolve_link, suite_digests
 from .sources.pins import read_pins, render_pins
 from .sources.recordings import offline_envelopes, read_replay
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
-from .sources.settings import FileConfig, load_file_config
+from .sources.settings import FileConfig, live_refusals, load_file_config
 from .urls import endpoint_secrets, url_problem
 
 if TYPE_CHECKING:
@@ -121,6 +123,8 @@ def check_config(config: RunConfig) -> None:
                      "suite, and only the merge of every part is the whole run")
     if config.move_baseline and not config.write_pins:
         wrong.append("--move-baseline only makes sense with --write-pins")
+    if config.allow_unverified_recordings and not config.write_pins:
+        wrong.append("--allow-unverified-recordings only makes sense with --write-pins")
     if config.base_url and config.replay:
         wrong.append("--base-url and --replay are exclusive: a replay grades recorded envelopes offline")
     if config.record and not config.base_url:
@@ -150,15 +154,18 @@ def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
     watch = watch or Watch()
-    judged = _run(config, base, fetch, watch, started_at)
+    try:
+        judged = _run(config, base, fetch, watch, started_at)
+    finally:
+        close_graders()  # the python graders' worker, if this run started one
     watch.phase("writing the reports")
     return replace(judged, written=write_reports(judged.report, config.out_dir, config.formats))
 
 
 def _excluded(config: RunConfig) -> set[Path]:
     """Files inside the fixtures directory that are not fixtures: the pins, the outputs, a replay or recording."""
-    excluded = {config.pins_path.resolve(), config.out_dir.resolve()}
-    excluded.update(p.resolve() for p in (config.replay, config.record) if p is not None)
+    excluded = {resolve_link(config.pins_path), resolve_link(config.out_dir)}
+    excluded.update(resolve_link(p) for p in (config.replay, config.record) if p is not None)
     return excluded
 
 
@@ -183,7 +190,7 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
     A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
     """
     if config.base_url:
-        headers = settings.resolved_headers(os.environ)
+        headers = settings.resolved_headers(os.environ, config.allow_key_env)
         outcome = (fetch or partial(_fetch_live, settings=settings, started_at=started_at))(cases, config, headers)
         return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
                          live=outcome.live_run())
@@ -223,6 +230,10 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
     settings = replace(settings, endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
+    hide_from_graders((e.api_key_env for e in settings.endpoints.values() if e.api_key_env), settings.headers.values())
+    refused = live_refusals(settings, cases, config.base_url, config.allow_key_env) if config.base_url else []
+    if refused:  # the settings file is PR content: it never chooses where a secret goes (SECURITY.md)
+        raise UsageError(refused)
     pins = read_pins(config.pins_path)
     if config.write_pins:  # refused before a single call when the reason is known already
         early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
@@ -260,7 +271,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     pins_update: PinsUpdate | None = None
     if config.write_pins:
         watch.phase(WRITING_PINS)
-        pins_update, pins = _write_pins(config, analysis, pins, settings, digests)
+        pins_update, pins = _write_pins(config, analysis, pins, settings, digests, recordings.unverified)
         pins_written = config.pins_path
         # From here on the run is judged against the baseline it just wrote; what the old
         # baseline said about it (regressions accepted, pins moved) is in pins_update.
@@ -275,7 +286,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
         notes.append(shard_note(config.shard, len(cases), len(suite)))
     report = msgspec.structs.replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
     if config.shard:
-        seen = ShardRun(pins, base.pins if base else None, gathered.replayed, gathered.interrupted, gathered.remarks, recordings.stale, recordings.unverified)
+        seen = ShardRun(pins, base.pins if base else None, gathered.replayed, (*gathered.interrupted, *graded.stopped), gathered.remarks, recordings.stale, recordings.unverified)
         report = msgspec.structs.replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
@@ -290,11 +301,13 @@ def _gathering(config: RunConfig) -> str:
     return f"reading the recordings in {config.replay.as_posix()}" if config.replay else "reading the fixtures' recordings"
 
 
-def _write_pins(config: RunConfig, analysis: Analysis[CaseResult], old: Pins | None, settings: FileConfig, digests: Mapping[str, str]) -> tuple[PinsUpdate, Pins]:
+def _write_pins(config: RunConfig, analysis: Analysis[CaseResult], old: Pins | None, settings: FileConfig,
+                digests: Mapping[str, str], unverified: Sequence[str] = ()) -> tuple[PinsUpdate, Pins]:
     """Write this run as the pins, unless the promotion rule refuses (exit 2, with the reason)."""
     undelivered = [r.case.id for r in analysis.results if not r.delivered]
     stale = next((a.message for a in analysis.alerts if a.code == "stale_recording"), None)
-    refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered, analysis.blockers, stale)
+    refusal = write_refusal(config.lane, config.in_ci, analysis.fingerprint, old, config.move_baseline, undelivered,
+                            analysis.blockers, stale, () if config.allow_unverified_recordings else unverified)
     if refusal:
         raise UsageError(refusal)
     written = new_pins(analysis, settings.thresholds, digests, old)

@@ -17,7 +17,7 @@ from .config import RunConfig
 from .errors import UsageError, one_line
 from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
 from .shard import SHARD_HELP, ShardSpec, parse_shard
-from .sources.endpoints import parse_override
+from .sources.endpoints import parse_key_env, parse_override
 from .sources.select import FILTER_HELP
 from .transport.interrupts import STOP, Interrupts
 
@@ -134,7 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="total seconds the run may wait on rate limits (429); such waits do not use up attempts (default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
     live.add_argument("--endpoint", dest="endpoint_urls", action="append", default=[], type=_endpoint_arg, metavar="NAME=URL",
-                      help="base URL of an endpoint named in envelope-ci.yaml (an llm-rubric judge), for this run (repeatable)")
+                      help="base URL of an endpoint named in envelope-ci.yaml (an llm-rubric judge), for this run "
+                      "(repeatable); the settings file's own URL is called only at the --base-url host")
+    live.add_argument("--allow-key-env", dest="allow_key_env", action="append", default=[], type=_key_env_arg,
+                      metavar="NAME", help="let envelope-ci.yaml send this environment variable: a judge's "
+                      "api_key_env, ${NAME} in headers (repeatable); nothing else is read, and EVAL_API_KEY "
+                      "goes only to the --base-url host")
     run.add_argument("--replay", type=Path, help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
                      "cases it lacks fall back to their own recordings, and the report says how many came from each")
     lanes = run.add_argument_group("lanes and pins")
@@ -144,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     lanes.add_argument("--write-pins", action="store_true", help="write this run's results as the pins (adjudication, outside CI)")
     lanes.add_argument("--move-baseline", action="store_true", help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
     lanes.add_argument("--base-pins", type=Path, help="the base branch's pins file, for the per-case diff in the report")
+    lanes.add_argument("--allow-unverified-recordings", action="store_true",
+                       help="with --write-pins: pin recordings that carry no request record (you checked their answers "
+                       "are real); envelope-ci.yaml cannot allow it")
     run.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
                      help="also write this report format (repeatable); built-ins: console (summary.txt); json, markdown and junit are always written; "
                      "plug-ins register more (docs/plugins.md)")
@@ -193,6 +201,13 @@ def _endpoint_arg(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _key_env_arg(text: str) -> str:
+    try:
+        return parse_key_env(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _shard_arg(text: str) -> ShardSpec:
     try:
         return parse_shard(text)
@@ -230,6 +245,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         filters=tuple(args.filters),
         shard=args.shard,
         endpoint_urls=tuple(args.endpoint_urls),
+        allow_key_env=tuple(args.allow_key_env),
+        allow_unverified_recordings=args.allow_unverified_recordings,
     )
 
 

@@ -50,6 +50,10 @@ class RunConfig:
     filters: tuple[str, ...] = ()  # --filter: grade only the cases any of these select (a partial run)
     shard: ShardSpec | None = None  # --shard I/N: grade one part of the suite; envelope-ci merge judges the whole
     endpoint_urls: tuple[tuple[str, str], ...] = ()  # --endpoint NAME=URL: a named endpoint's (a judge's) base URL for this run
+    # --allow-key-env NAME: variables envelope-ci.yaml may send (a judge's api_key_env, ${NAME} in headers)
+    allow_key_env: tuple[str, ...] = ()
+    # --allow-unverified-recordings: --write-pins may pin recordings without a request record (the re-pinner vouches)
+    allow_unverified_recordings: bool = False
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"

@@ -19,12 +19,23 @@ class Problem:
 
 
 def one_line(text: str) -> str:
-    """Text that stays on its line: CR and LF from user input (a key, a file name) shown escaped.
+    """Text that stays on its line and shows what it holds: CR, LF and every other unprintable character from user
+    input (a key, a file name: controls, zero-width and other format characters) shown escaped.
 
     On a GitHub runner a printed line that starts with ``::`` is a workflow command, so a
-    newline smuggled into a message must never start a new line.
+    newline smuggled into a message must never start a new line; and two names that differ by
+    an invisible character must not read the same.
     """
-    return text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if text.isprintable() else "".join(map(_shown, text))
+
+
+def _shown(char: str) -> str:
+    """One character of a message as printed: itself, a tab, or its escape (``\\n``, ``\\u200b``)."""
+    if char.isprintable() or char == "\t":
+        return char
+    if char in "\r\n":
+        return "\\r" if char == "\r" else "\\n"
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
 
 
 class UsageError(Exception):

@@ -12,6 +12,7 @@ Without --max-run-time (or without ``fork``) the run is ``api.run`` in-process, 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import pickle
 import select
@@ -31,6 +32,7 @@ from .api import BaseSource, Graded
 from .config import LIVE_GRACE_S, RunConfig, out_of_time
 from .errors import UsageError
 from .grading.grade import grade
+from .grading.grader_worker import no_dumps
 from .model import Case, Envelope, Grade
 from .report.build import as_kept
 from .result import RunResult
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
 FINISH_GRACE_S = 2.0
 # The partial reports get as long as the run had, and at least this: they load the fixtures again.
 PARTIAL_AT_LEAST_S = 10.0
+# A child still running this long after a SIGTERM or Ctrl-C was passed on to it is stuck (in a regex, say): killed.
+STOP_GRACE_S = 3.0
+# The parent looks at its clock at least this often while it waits on the child: a signal moves the deadline.
+_TICK_S = 0.25
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _GRADING = "grading"
@@ -63,6 +69,7 @@ def run(config: RunConfig, base: BaseSource | None = None) -> RunResult:
     if config.max_run_time_s is None or not hasattr(os, "fork"):
         return api.run(config, base)
     api.check_config(config)  # bad flags are named at once, without a child
+    no_dumps()  # the child's python grader worker must not read this process's environment or memory either
     limit = config.max_run_time_s
     started = time.monotonic()
     seen = _Seen()
@@ -74,8 +81,13 @@ def run(config: RunConfig, base: BaseSource | None = None) -> RunResult:
 
 
 def _kill_at(started: float, limit: float, seen: _Seen) -> float:
-    """When a run still going is killed: ``limit`` s after its start, and the graces after that (a live run's calls in flight get theirs)."""
-    return started + limit + (LIVE_GRACE_S if seen.calling else 0.0) + FINISH_GRACE_S
+    """When a run still going is killed: ``limit`` s after its start, and the graces after that (a live run's calls in flight get theirs).
+
+    A run asked to stop (SIGTERM, Ctrl-C) that has not ended STOP_GRACE_S later is killed then: stuck where no
+    signal handler runs, it would otherwise hold the caller until its deadline.
+    """
+    deadline = started + limit + (LIVE_GRACE_S if seen.calling else 0.0) + FINISH_GRACE_S
+    return deadline if seen.stop_asked is None else min(deadline, seen.stop_asked + STOP_GRACE_S)
 
 
 @dataclass
@@ -87,6 +99,8 @@ class _Seen:
     order: tuple[str, ...] = ()  # the cases to grade, in the order they are graded
     grades: dict[str, list[Grade]] = field(default_factory=dict)  # the cases graded so far
     out_of_time: str | None = None  # the phase in which the child found its time up (before writing pins)
+    stop_asked: float | None = None  # when a SIGTERM or Ctrl-C was passed on to the child
+    started: float = field(default_factory=time.monotonic)  # when the supervised run began
     result: RunResult | None = None
     raised: BaseException | None = None
 
@@ -155,9 +169,9 @@ class _Streaming(api.Watch):
 
 @dataclass(frozen=True)
 class _Stopped:
-    """Where the run was when its time ran out, in the words of the reports."""
+    """Where the run was when it was stopped, and why (its time ran out, or it was asked to), in the words of the reports."""
 
-    limit: float
+    reached: str  # ``out_of_time``'s words, or that it was asked to stop and had not
     doing: str
     stuck: str | None = None  # the case it was grading
 
@@ -165,7 +179,7 @@ class _Stopped:
         return f"while grading case {self.stuck}" if self.stuck else f"while {self.doing}"
 
     def headline(self) -> str:
-        return f"{out_of_time(self.limit)} {self.where()}"
+        return f"{self.reached} {self.where()}"
 
 
 class _Known(api.Watch):
@@ -175,7 +189,7 @@ class _Known(api.Watch):
         self.known, self.stopped = grades, stopped
 
     def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
-        reached = out_of_time(self.stopped.limit)
+        reached = self.stopped.reached
         grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
                                                              else f"not run: {reached} {self.stopped.where()}; this case was not graded")]
                   for c in cases}
@@ -196,7 +210,9 @@ def _no_calls(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, st
 
 def _partial_reports(config: RunConfig, base: BaseSource | None, seen: _Seen, limit: float) -> RunResult:
     """The reports of a run stopped at --max-run-time, written from what it said it had done (in a child too: they must end)."""
-    stopped = _Stopped(limit, seen.doing or "starting", seen.stuck())
+    asked = seen.stop_asked is not None and seen.stop_asked + STOP_GRACE_S < seen.started + limit
+    reached = f"the run was asked to stop and had not {STOP_GRACE_S:g} s later" if asked else out_of_time(limit)
+    stopped = _Stopped(reached, seen.doing or "starting", seen.stuck())
     if seen.doing is None or seen.doing.startswith(_BEFORE_CASES):
         raise RanOutOfTime(f"{stopped.headline()} and was stopped; no report was written: nothing had been graded")
     print(f"envelope-ci: {stopped.headline()}: stopped it, writing the reports for what it had done", file=sys.stderr)
@@ -245,7 +261,7 @@ def _in_child(work: Callable[[_Channel], None], kill_at: Callable[[_Seen], float
     While it runs, Ctrl-C and SIGTERM are the child's to answer (a first one stops a live run
     politely, a second Ctrl-C leaves at once), as they are an unsupervised run's.
     """
-    with _Forwarding() as forward:
+    with _Forwarding(seen) as forward:
         sys.stdout.flush()
         sys.stderr.flush()
         read_fd, write_fd = os.pipe()
@@ -268,7 +284,7 @@ def _follow(fd: int, pid: int, kill_at: Callable[[_Seen], float], seen: _Seen) -
     """Read the child's messages until it ends (True), or kill it and all it started at ``kill_at(seen)`` (False)."""
     buffer = bytearray()
     while (left := kill_at(seen) - time.monotonic()) > 0:
-        if not select.select([fd], [], [], left)[0]:
+        if not select.select([fd], [], [], min(left, _TICK_S))[0]:
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:  # the child, and whatever it started, closed the pipe: it is done
@@ -286,8 +302,10 @@ def _follow(fd: int, pid: int, kill_at: Callable[[_Seen], float], seen: _Seen) -
 def _child(work: Callable[[_Channel], None], fd: int, handlers: Mapping[int, Any]) -> NoReturn:
     """The child's whole life: its own process group (killed whole), the signal handlers of before, the work, then out."""
     try:
+        parent = os.getppid()
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
+        _die_with(parent)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         channel = _Channel(fd)
@@ -306,6 +324,18 @@ def _child(work: Callable[[_Channel], None], fd: int, handlers: Mapping[int, Any
         os._exit(0)
 
 
+def _die_with(parent: int) -> None:
+    """This child killed when its parent dies (Linux): in its own process group, it would outlive a killed caller's group."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
 def _picklable(exc: BaseException) -> BaseException:
     """``exc``, or its words in one that crosses the pipe (an exception whose arguments do not pickle would be lost)."""
     try:
@@ -318,7 +348,8 @@ def _picklable(exc: BaseException) -> BaseException:
 class _Forwarding:
     """The parent's Ctrl-C and SIGTERM handler while a child runs: pass them on (once the child is known), and restore after."""
 
-    def __init__(self) -> None:
+    def __init__(self, seen: _Seen) -> None:
+        self.seen = seen
         self.saved: dict[int, Any] = {}
         self.pid: int | None = None
         self.pending: list[int] = []
@@ -329,6 +360,8 @@ class _Forwarding:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.seen.stop_asked is None:
+            self.seen.stop_asked = time.monotonic()
         if self.pid is None:
             self.pending.append(signum)
         else:

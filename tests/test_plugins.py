@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+
+from tests.support.suites import REPO_ROOT
 
 PLUGIN = REPO_ROOT / "examples" / "plugin-max-words"
 

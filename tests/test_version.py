@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import yaml
-from conftest import REPO_ROOT
 from setuptools.config.pyprojecttoml import read_configuration
 
 from envelope_ci import __version__
+from tests.support.suites import REPO_ROOT
 
 
 def test_pyproject_takes_its_version_from_the_package():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from ..model import Lane
 from ..shard import ShardSpec, parse_shard
+from ..sources.endpoints import parse_key_env, parse_override
 
 # The inputs of action.yml and their defaults (tests check the two agree). The runner
 # always exports every input; the defaults matter when the script runs outside it.
@@ -22,6 +24,8 @@ INPUT_DEFAULTS: dict[str, str] = {
     "concurrency": "4",
     "repeats": "1",
     "stream": "false",
+    "endpoints": "",
+    "allow-key-env": "",
     "replay": "",
     "config": "",
     "comment": "true",
@@ -41,6 +45,9 @@ MODES = ("run", "shard", "merge")
 TEMPERATURE_RANGE = (0.0, 2.0)
 
 
+T = TypeVar("T")
+
+
 class InputError(Exception):
     """An action input that cannot be used; the message names it."""
 
@@ -53,6 +60,12 @@ def read_input(env: Mapping[str, str], name: str) -> str:
         if value:
             return value
     return INPUT_DEFAULTS.get(name, "")
+
+
+def allowed_secrets(env: Mapping[str, str]) -> list[str]:
+    """The values of the variables the ``allow-key-env`` input lists: masked in the log like EVAL_API_KEY."""
+    names = (item.strip() for item in re.split(r"[,\n]", read_input(env, "allow-key-env")))
+    return [env.get(name, "") for name in names if name]
 
 
 def parse_bool(name: str, value: str) -> bool:
@@ -88,6 +101,8 @@ class Inputs:
     shard: ShardSpec | None
     reports: str
     max_run_time: float | None  # seconds; None: no deadline for the whole run
+    endpoints: tuple[tuple[str, str], ...] = ()  # NAME=URL: a judge's URL, as --endpoint
+    allow_key_env: tuple[str, ...] = ()  # variables envelope-ci.yaml may send, as --allow-key-env
 
     def __repr__(self) -> str:  # never show the token, even in a traceback
         return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
@@ -114,6 +129,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     max_run_time = parse_seconds(values["max-run-time"]) if values["max-run-time"] else None
     if values["max-run-time"] and max_run_time is None:
         problems.append(f"input 'max-run-time' must be a positive number of seconds (e.g. 1200), got {values['max-run-time']!r}")
+    endpoints = _listed(values["endpoints"], "endpoints", parse_override, problems)
+    allow_key_env = _listed(values["allow-key-env"], "allow-key-env", parse_key_env, problems)
     if problems or temperature is None:
         raise InputError("; ".join(problems))
     return Inputs(
@@ -137,7 +154,20 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         shard=shard,
         reports=values["reports"],
         max_run_time=max_run_time,
+        endpoints=tuple(endpoints),
+        allow_key_env=tuple(allow_key_env),
     )
+
+
+def _listed(value: str, name: str, parse: Callable[[str], T], problems: list[str]) -> list[T]:
+    """A list input, one item per line or comma (``judge=https://…``, ``JUDGE_KEY``); a bad item is a problem."""
+    items = []
+    for item in filter(None, (part.strip() for part in re.split(r"[,\n]", value))):
+        try:
+            items.append(parse(item))
+        except ValueError as exc:
+            problems.append(f"input {name!r}: {exc}")
+    return items
 
 
 def _mode_problems(values: Mapping[str, str]) -> list[str]:

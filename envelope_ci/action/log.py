@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
+from ..formats.escape import visible
 from ..github.commands import add_mask
 from ..secrets import Secrets
 
@@ -31,8 +32,8 @@ class Tee(io.StringIO):
         self.mask = mask
 
     def write(self, text: str) -> int:
-        """Write to the stream, and to the copy."""
-        text = self.mask(text)
+        """Write to the stream, and to the copy: secrets masked, invisible characters shown escaped (``\\u200b``)."""
+        text = visible(self.mask(text))
         self.stream.write(text)
         return super().write(text)
 

@@ -29,7 +29,7 @@ from ..result import RunResult
 from ..secrets import Secrets
 from .basepins import fetch_base_pins
 from .event import PullRequest, load_event, pull_request_of
-from .inputs import InputError, Inputs, read_input, read_inputs
+from .inputs import InputError, Inputs, allowed_secrets, read_input, read_inputs
 from .log import announce_masks, fenced_group
 from .publish import (
     OUTPUT_NAMES,
@@ -86,7 +86,7 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
     env = dict(os.environ if env is None else env)
     out = out or sys.stdout
     # First, before anything else is printed: hide the secrets in the log.
-    secrets = Secrets([read_input(env, "github-token"), env.get("EVAL_API_KEY", "")])
+    secrets = Secrets([read_input(env, "github-token"), env.get("EVAL_API_KEY", ""), *allowed_secrets(env)])
     announce_masks(secrets, out)
     outcome = execute(env, out, secrets)
     values = {name: secrets.mask(outcome.outputs.get(name, "")) for name in OUTPUT_NAMES}

@@ -73,4 +73,7 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         in_ci=True,
         shard=inputs.shard,
         max_run_time_s=inputs.max_run_time,
+        # The operator's word on where the settings file's judges and headers may send a secret (SECURITY.md).
+        endpoint_urls=inputs.endpoints,
+        allow_key_env=inputs.allow_key_env,
     )

@@ -19,12 +19,16 @@ def write_refusal(
     undelivered: list[str],
     blockers: Sequence[str] = (),
     stale: str | None = None,
+    unverified: Sequence[str] = (),
 ) -> str | None:
     """Why these results may not become the pins, or None when they may.
 
     Pins are the team's memory: only a human's adjudication run, outside CI, on the
     same experiment as the stored baseline (or an explicitly announced move) may
     write them, and never from a run that left cases ungraded or graded recordings of an older request.
+    ``unverified`` are cases graded on recordings without a request record: refused unless the
+    person re-pinning passed --allow-unverified-recordings (the caller then gives none), never
+    on the settings file's word (``recordings: lenient``), which is PR content.
     """
     if in_ci:
         return "refusing to write pins in CI (CI or GITHUB_ACTIONS is 'true'): pins are written by a person and reviewed in the PR"
@@ -43,6 +47,11 @@ def write_refusal(
             )
     if stale:  # pinning an answer to an older prompt would make the gate check nothing
         return f"refusing to write pins: {stale}"
+    if unverified:  # deleting a recording's request record must not be a way past the staleness check
+        shown = ", ".join(unverified[:5]) + (" ..." if len(unverified) > 5 else "")
+        return (f"refusing to write pins: {len(unverified)} case(s) are graded on recordings without a request record, "
+                f"so nothing shows they answer the request the case sends now ({shown}); re-record them (run --record, "
+                "then import), or, once you have checked their answers are real, pass --allow-unverified-recordings")
     return None
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from ..canonical import LONE_SURROGATE
 
-__all__ = ["ELLIPSIS", "NEWLINE_MARK", "cell", "clean", "fenced", "inline"]
+__all__ = ["ELLIPSIS", "NEWLINE_MARK", "cell", "clean", "fenced", "inline", "invisible_in", "reveal", "visible"]
 
 # A table row cannot hold a line break, and `<br>` would be markup we then have to trust;
 # a visible glyph keeps the row on one line and still tells the reader the model broke a line.
@@ -81,16 +82,60 @@ _VERBATIM_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345678
 _DROPPED = re.compile("[" + "".join(sorted(_BIDI)) + "\x00-\x08\x0b-\x1f\x7f-\x9f\ufffe\uffff]")
 
 
+# Invisible characters, shown as their escape (``\\u200b``) wherever text is rendered, and refused in a case id:
+# every format character (Unicode category Cf: soft hyphen, zero-width space, non-joiner and joiner, word
+# joiner, the byte order mark, the invisible operators, the tag characters U+E0000-U+E007F, ...) and the
+# letters and symbols that are blank (the Hangul fillers, the braille blank). Two ids or two cells that
+# differ only by one of these would read the same: ``refund`` and ``re\\u200bfund``. The ranges cover
+# every Cf character Unicode has defined (a test checks them against ``unicodedata``), unassigned
+# neighbours included; the bidi controls among them are dropped by ``clean`` before this applies.
+_FORMAT_RANGES = ("\u00ad", "\u0600-\u0605", "\u061c", "\u06dd", "\u070f", "\u0890-\u0891", "\u08e2", "\u180e",
+                  "\u200b-\u200f", "\u202a-\u202e", "\u2060-\u206f", "\ufeff", "\ufff9-\ufffb", "\U000110bd",
+                  "\U000110cd", "\U00013430-\U0001343f", "\U0001bca0-\U0001bca3", "\U0001d173-\U0001d17a",
+                  "\U000e0000-\U000e007f")
+BLANK_CHARACTERS = "\u115f\u1160\u3164\uffa0\u2800"
+_BLANK = re.compile(f"[{BLANK_CHARACTERS}]")
+_INVISIBLE = re.compile("[" + "".join(_FORMAT_RANGES) + BLANK_CHARACTERS + "]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every invisible character (format characters, blank letters) shown as its escape, ``\\u200b``."""
+    return text if text.isascii() else _INVISIBLE.sub(lambda m: _escape(m.group()), text)
+
+
+def _hidden(char: str) -> bool:
+    return _INVISIBLE.match(char) is not None or unicodedata.category(char) in ("Cc", "Cf")
+
+
+def invisible_in(text: str) -> list[str]:
+    """The invisible characters of ``text`` (what ``visible`` escapes) and its controls, each once, as escapes."""
+    if text.isascii() and text.isprintable():
+        return []
+    return [_escape(c) for c in dict.fromkeys(c for c in text if _hidden(c))]
+
+
+def reveal(text: str) -> str:
+    """``text`` with each character ``invisible_in`` finds shown as its escape: for a message about them."""
+    return text if text.isascii() and text.isprintable() else "".join(_escape(c) if _hidden(c) else c for c in text)
+
+
 def clean(text: str) -> str:
-    """Normalise line breaks to "\\n", drop bidi and other control characters, replace lone surrogates with U+FFFD."""
+    """Normalise line breaks to "\\n", drop bidi and other control characters, replace lone surrogates with U+FFFD,
+    show invisible characters escaped (``visible``)."""
     # Every character _cleaned changes is a control, format, surrogate, noncharacter, line or paragraph
-    # separator, and none of those is printable: most text (every plain id) has none, and is kept as it is.
-    return text if text.isprintable() else _cleaned(text)
+    # separator, and none of those is printable, or a blank letter: most text (every plain id) has none,
+    # and is kept as it is.
+    return text if text.isprintable() and (text.isascii() or not _BLANK.search(text)) else _cleaned(text)
 
 
 def _cleaned(text: str) -> str:
     text = _DROPPED.sub("", _LINE_BREAKS.sub("\n", text))
-    return LONE_SURROGATE.sub("\ufffd", text)
+    return visible(LONE_SURROGATE.sub("\ufffd", text))
 
 
 def _inert(text: str) -> str:

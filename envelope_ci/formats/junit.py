@@ -5,9 +5,9 @@ A case that fails the run (a regression, or a case in a stratum whose floor it b
 the gate (a known failure, a stretch miss) is ``skipped`` with the reason, so a JUnit
 reporter's red or green matches envelope-ci's verdict.
 
-The XML is written as text, laid out as ElementTree's ``indent`` and ``tostring`` would
-(tests/test_render.py checks the bytes against them): building a 100,000-case tree and
-serialising it cost seconds, one formatted line per element costs a fraction of that.
+The XML is written as text, a line per element, laid out as ElementTree's ``indent`` and
+``tostring`` would (tests/formats/test_junit.py checks the bytes against them): a tree of every
+case, built and then serialised, was the slowest part of writing a big run's reports.
 """
 from __future__ import annotations
 

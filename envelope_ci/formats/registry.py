@@ -5,6 +5,7 @@ built-in is one module and one line in ``BUILTIN``.
 """
 from __future__ import annotations
 
+import glob
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -47,6 +48,9 @@ def write_reports(report: Report, out_dir: Path, extra: Sequence[str] = ()) -> t
     """Render and write each format under ``out_dir``, each written as its parts come (``ReportFormat.text_parts``)."""
     formats = chosen(extra)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for fmt in formats:  # a run killed mid-write left its temporary: it is no report, and never becomes one
+        for stale in out_dir.glob(f".{glob.escape(fmt.filename)}.*.tmp"):
+            stale.unlink(missing_ok=True)
     for fmt in formats:
         atomic.write_parts(out_dir / fmt.filename, fmt.text_parts(report, Detail.FULL))
     return tuple(out_dir / fmt.filename for fmt in formats)

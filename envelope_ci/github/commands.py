@@ -7,6 +7,7 @@ import re
 import uuid
 from collections.abc import Mapping
 
+from ..formats.escape import visible
 from .trim import trim_markdown
 
 # A step summary over 1 MiB is not shown at all (the upload fails), so trim rather than lose it.
@@ -32,13 +33,20 @@ def _command(name: str, properties: Mapping[str, str | int | None], message: str
 
 
 def error_annotation(file: str | None, line: int | None, title: str | None, message: str) -> str:
-    """An `::error file=…,line=…,title=…::message` command; `file` should be repository-relative."""
-    return _command("error", {"file": file, "line": line, "title": title}, message)
+    """An `::error file=…,line=…,title=…::message` command; `file` should be repository-relative.
+
+    Title and message show invisible characters escaped (``\\u200b``): an annotation is read, not copied.
+    """
+    return _command("error", {"file": file, "line": line, "title": _shown(title)}, visible(message))
 
 
 def warning(message: str, *, file: str | None = None, line: int | None = None, title: str | None = None) -> str:
-    """A `::warning::message` command, optionally pointing at a file and line."""
-    return _command("warning", {"file": file, "line": line, "title": title}, message)
+    """A `::warning::message` command, optionally pointing at a file and line (invisible characters shown escaped)."""
+    return _command("warning", {"file": file, "line": line, "title": _shown(title)}, visible(message))
+
+
+def _shown(title: str | None) -> str | None:
+    return None if title is None else visible(title)
 
 
 def add_mask(value: str) -> str:

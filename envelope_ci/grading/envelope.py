@@ -15,6 +15,7 @@ import msgspec
 from ..model import Data, Envelope, Label
 from ..providers.base import Reply
 from ..providers.openai_chat import error_message, read_reply
+from ..sources.parse import too_deep
 from ..urls import redact
 
 # Statuses a client should treat as the path failing, not the request being bad.
@@ -74,12 +75,34 @@ def cut_mid_value(text: str) -> bool:
     return _read_json(text)[0]
 
 
+class AnswerTooDeep(ValueError):
+    """An answer nested deeper than MAX_ANSWER_DEPTH: the model's doing, graded (``schema`` where JSON was asked), never a crash."""
+
+
+# Deeper answers are not read as JSON: parsers recurse, and a hostile answer must not end the run.
+MAX_ANSWER_DEPTH = 1000
+
+
 def loads_answer(text: str) -> Any:
-    """An answer's JSON as ``json.loads`` reads it (NaN and lone surrogates too); msgspec reads the commonest, strict JSON, faster."""
+    """An answer's JSON as ``json.loads`` reads it (NaN and lone surrogates too); msgspec reads the commonest, strict JSON, faster.
+
+    AnswerTooDeep for an answer nested deeper than MAX_ANSWER_DEPTH, whatever else is wrong with it.
+    """
+    if too_deep(text, MAX_ANSWER_DEPTH) is not None:
+        raise AnswerTooDeep(_TOO_DEEP)
     try:
         return msgspec.json.decode(text)
     except msgspec.MsgspecError:
+        pass
+    except RecursionError:  # nearly as deep, in a deeper call stack: the parser's own limit
+        raise AnswerTooDeep(_TOO_DEEP) from None
+    try:
         return json.loads(text)
+    except RecursionError:
+        raise AnswerTooDeep(_TOO_DEEP) from None
+
+
+_TOO_DEEP = f"the answer nests too deep to read as JSON (at most {MAX_ANSWER_DEPTH} levels)"
 
 
 def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
@@ -91,6 +114,8 @@ def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
         return False, (loads_answer(text),)  # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
     except json.JSONDecodeError:
         pass
+    except AnswerTooDeep:  # whole or cut, grading says what it is
+        return False, ()
     try:
         json.loads(stripped)
     except json.JSONDecodeError as exc:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from ..model import Case, Envelope, Grade, Label
 from ..providers.base import Reply
 from .assertions.base import Answer, Failure, JudgeVerdict
-from .envelope import EnvelopeClass, classify, json_payload, loads_answer, speaks_json, spoken_text
+from .envelope import AnswerTooDeep, EnvelopeClass, classify, json_payload, loads_answer, speaks_json, spoken_text
 from .rubric import verdicts_of
 
 # A Markdown code fence opening a line: the answer was dressed up, not given as JSON.
@@ -73,6 +73,9 @@ def _label(judged: EnvelopeClass, case: Case, verdicts: Mapping[str, JudgeVerdic
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
                     return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
+            except AnswerTooDeep as exc:
+                if case.wants_json:
+                    return Label.SCHEMA, reasons + [f"answer is not JSON that can be graded: {exc}"], reply
     answer = Answer(text, parsed, has_json, reply.tool_calls, verdicts)
     unjudged = [v.reason for v in verdicts.values() if v.passed is None]
     for failure, label in _SHAPE_THEN_CONTENT:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..model import Case, Envelope
 from .assertions.base import JudgeVerdict
-from .envelope import classify, json_payload
+from .envelope import AnswerTooDeep, classify, json_payload, loads_answer
 
 RUBRIC_TYPE = "llm-rubric"
 JUDGE_SYSTEM = ("You grade an assistant's answer against a rubric. Reply with only a JSON object, "
@@ -61,8 +61,8 @@ def verdict_of(rubric: Rubric, env: Envelope | None) -> JudgeVerdict:
         return JudgeVerdict(None, f"{who} gave no verdict ({(judged.label.value if judged.label else 'empty')}): {why}")
     fingerprint = _fingerprint(judged.reply.model_id, env.request)
     try:
-        said: Any = json.loads(json_payload(judged.reply))
-    except json.JSONDecodeError:
+        said: Any = loads_answer(json_payload(judged.reply))
+    except (json.JSONDecodeError, AnswerTooDeep):
         said = None
     if not isinstance(said, dict) or not isinstance(said.get("pass"), bool):
         got = (judged.reply.content or "")[:120]

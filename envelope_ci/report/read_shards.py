@@ -4,8 +4,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 from msgspec.structs import fields, replace
@@ -130,10 +131,10 @@ def read_shards(texts: Sequence[ReportText]) -> Whole:
 
 
 class _Versioned(msgspec.Struct):
-    """What is read of a report.json before its whole: which version wrote it, and whether it is a shard's."""
+    """What is read of a report.json before its whole: which version wrote it, and whether it is a shard's (left unread)."""
 
-    report_version: Any = None
-    shard: Any = None
+    report_version: int | str | None = None
+    shard: msgspec.Raw = msgspec.Raw(b"null")
 
 
 def _read(path: Path, text: str) -> _Shard:
@@ -142,14 +143,28 @@ def _read(path: Path, text: str) -> _Shard:
         head = msgspec.json.decode(text, type=_Versioned)
         if head.report_version != REPORT_VERSION:
             raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}")
-        if not isinstance(head.shard, dict):
+        if not bytes(head.shard).startswith(b"{"):
             raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each "
                              "run --shard I/N")
         report = msgspec.json.decode(text, type=Report)
-    except msgspec.MsgspecError as exc:
+    except (msgspec.MsgspecError, RecursionError) as exc:  # not JSON (NaN, Infinity), not the report's types, nested too deep
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
     assert report.shard is not None  # given above
+    beyond = _counts_beyond(report, report.shard)
+    if beyond:
+        raise UsageError(f"{path}: not a report as a shard wrote it: {beyond}")
     return _Shard(path.as_posix(), report, report.shard, _places_of(report.shard.cases))
+
+
+def _counts_beyond(report: Report, info: ShardInfo) -> str | None:
+    """A count the report's own rows cannot hold: every later step may trust the shard's numbers."""
+    if not 1 <= info.index <= info.count:
+        return f"shard {info.index}/{info.count} is not a shard of {info.count}"
+    if info.count > info.suite_cases or info.suite_cases < len(report.cases):
+        return f"{info.count} shard(s) of a suite of {info.suite_cases} case(s), this one with {len(report.cases)}"
+    if not 0 <= info.replayed <= len(report.cases):
+        return f"{info.replayed} case(s) replayed of the shard's {len(report.cases)}"
+    return None
 
 
 # RunInfo fields that are part of the fingerprint, named as a reader knows them.
@@ -188,9 +203,10 @@ def refusals(shards: Sequence[_Shard]) -> list[str]:
     for s in shards:
         by_index.setdefault(s.info.index, []).append(s.path)
     problems += [f"shard {i}/{count} given {len(ps)} times: {', '.join(ps)}" for i, ps in by_index.items() if len(ps) > 1]
-    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
-    if missing:
-        problems.append(f"shard {', '.join(missing)} missing: the merge needs the report of every shard (got {', '.join(f'{i}/{count}' for i in by_index)})")
+    if count > len(by_index):
+        missing = [f"{i}/{count}" for i in islice((i for i in range(1, count + 1) if i not in by_index), 10)]
+        problems.append(f"shard {', '.join(missing)}{' ...' if count - len(by_index) > 10 else ''} missing: the merge needs the report "
+                        f"of every shard (got {', '.join(f'{i}/{count}' for i in by_index)})")
     return problems or _case_problems(shards)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..canonical import LONE_SURROGATE, digest
 from ..errors import Problem, UsageError
+from ..formats.escape import invisible_in, reveal
 from ..grading.assertions.base import AssertionType, Expectation
 from ..grading.assertions.registry import lookup, schema_fragments, shorthands
 from ..model import STRATA, Case
@@ -147,6 +148,12 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Written]] |
         elif error.validator == "not" and not error.absolute_path:
             message = "give either 'completion' or 'recorded', not both"
         problems.append(Problem(raw.file, raw.line_of(field_name), field_name or None, message))
+    case_id = raw.data.get("id")
+    hidden = invisible_in(case_id) if isinstance(case_id, str) else []
+    if hidden:  # two ids that differ by a zero-width space read the same in every report
+        shown = reveal(str(case_id))
+        why = f"'{shown}' holds invisible characters ({', '.join(hidden)}): an id must read as what it is"
+        problems.append(Problem(raw.file, raw.line_of("id"), "id", why + "; write it with visible characters"))
     problems += [Problem(raw.file, raw.line_of(b), b, f"give either {a!r} or {b!r}, not both") for a, b in _EITHER if a in raw.data and b in raw.data]
     found_not_json = None if raw.plain else not_json(raw.data)
     if found_not_json is not None:

@@ -1,14 +1,27 @@
-"""Named endpoints of ``envelope-ci.yaml`` (the llm-rubric judges): validated, overridden from the CLI, keys from the environment."""
+"""Named endpoints of ``envelope-ci.yaml`` (the llm-rubric judges): validated, overridden from the CLI, keys from the
+environment.
+
+The settings file is pull-request content, so it never chooses where a secret goes: on a live
+run an endpoint it names is called only at a host the operator allowed, with a key only from a
+variable the operator allowed (``untrusted_endpoints``; docs/judge.md, SECURITY.md).
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import Problem, UsageError
 from ..model import Case
-from ..urls import url_problem
+from ..urls import redact, url_problem
+
+# The operator's key for the --base-url host: it goes to that origin and nowhere else.
+BASE_KEY_ENV = "EVAL_API_KEY"
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _NAME = "^[A-Za-z_][A-Za-z0-9_-]*$"
 ENDPOINTS_SCHEMA = {
@@ -38,6 +51,7 @@ class Endpoint:
     model: str
     api_key_env: str | None = None
     temperature: float = 0.0
+    given: bool = False  # the operator gave its URL (--endpoint NAME=URL, the Action's endpoints input)
 
 
 def endpoints_from(data: Mapping[str, Mapping[str, Any]]) -> dict[str, Endpoint]:
@@ -53,6 +67,13 @@ def parse_override(text: str) -> tuple[str, str]:
     return name, url
 
 
+def parse_key_env(text: str) -> str:
+    """``--allow-key-env NAME``: an environment variable's name; ValueError words what is wrong."""
+    if not ENV_NAME.fullmatch(text):
+        raise ValueError(f"expected the name of an environment variable (letters, digits, _), got {text!r}")
+    return text
+
+
 def with_overrides(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[str, str]], shown: str) -> dict[str, Endpoint]:
     """The endpoints with ``--endpoint NAME=URL`` applied; a name the config does not define, or a bad URL, is bad usage."""
     out = dict(endpoints)
@@ -64,7 +85,7 @@ def with_overrides(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[
         elif why:
             problems.append(f"--endpoint {name}= {why}")
         else:
-            out[name] = Endpoint(name, url, out[name].model, out[name].api_key_env, out[name].temperature)
+            out[name] = replace(out[name], base_url=url, given=True)
     if problems:
         raise UsageError([Problem("", None, None, p) for p in problems])
     return out
@@ -101,3 +122,69 @@ def api_key(endpoint: Endpoint, environ: Mapping[str, str], shown: str) -> str |
         raise UsageError([Problem(shown, None, f"endpoints.{endpoint.name}.api_key_env",
                                   f"${endpoint.api_key_env} is not set in the environment (export it, or run offline)")])
     return key
+
+
+def origin(url: str | None) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a URL, the port filled in from the scheme; None when it has none.
+
+    Hosts are compared as written (lower-cased), never resolved: ``localhost`` and ``127.0.0.1``
+    are two hosts, and so are two ports of one host, or http and https.
+    """
+    try:
+        parts = urlsplit(url or "")
+        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:
+        return None
+    return (scheme, host, port) if scheme and host and port else None
+
+
+def shown_host(url: str, base_url: str | None = None) -> str:
+    """The host of a URL as a refusal names it: ``host`` or ``host:port``, with the scheme if only that differs."""
+    here = origin(url)
+    if here is None:
+        return repr(redact(url))
+    text = _host_text(here)
+    base = origin(base_url)
+    return f"{here[0]}://{text}" if base is not None and base[0] != here[0] and _host_text(base) == text else text
+
+
+def _host_text(where: tuple[str, str, int]) -> str:
+    scheme, host, port = where
+    return host if port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+
+
+def key_refusal(variable: str, url: str, base_url: str | None, allowed: Collection[str]) -> str | None:
+    """Why ``$variable`` may not be sent to ``url``, or None: the operator allowed it (EVAL_API_KEY: its host only)."""
+    if variable == BASE_KEY_ENV:
+        if base_url is not None and origin(url) is not None and origin(url) == origin(base_url):
+            return None
+        there = shown_host(base_url, url) if base_url else "none: the run is offline"
+        return (f"the settings file asks for ${BASE_KEY_ENV} at host {shown_host(url, base_url)}, "
+                f"but that key goes only to the --base-url host ({there})")
+    if variable in allowed:
+        return None
+    return (f"the settings file asks for ${variable}, which the operator did not allow "
+            f"(allow it with --allow-key-env {variable}, or the Action input allow-key-env)")
+
+
+def untrusted_endpoints(endpoints: Mapping[str, Endpoint], names: Collection[str], base_url: str | None,
+                        allowed: Collection[str], shown: str, line: int | None = None) -> list[Problem]:
+    """Why a live run may not call each of the endpoints ``names`` (the ones its cases use): before any request.
+
+    An endpoint may be called only at a host the operator allowed (its URL given with --endpoint, or
+    the --base-url origin) and with a key only from a variable the operator allowed (--allow-key-env;
+    EVAL_API_KEY only at the --base-url origin).
+    """
+    problems = []
+    for name in sorted(names):
+        endpoint = endpoints[name]
+        if not endpoint.given and (origin(endpoint.base_url) is None or origin(endpoint.base_url) != origin(base_url)):
+            host = shown_host(endpoint.base_url, base_url)
+            problems.append(Problem(shown, line, f"endpoints.{name}", (
+                f"the settings file names host {host}, which the operator did not allow (give it with "
+                f"--endpoint {name}=URL or the Action input endpoints, or use the --base-url host)")))
+        why = key_refusal(endpoint.api_key_env, endpoint.base_url, base_url, allowed) if endpoint.api_key_env else None
+        if why:
+            problems.append(Problem(shown, line, f"endpoints.{name}.api_key_env", why))
+    return problems

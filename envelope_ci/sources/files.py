@@ -19,15 +19,17 @@ def is_hidden(rel: Path) -> bool:
 def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
     """Every file that belongs to the fixtures (hashed), sorted, minus excluded files and folders.
 
-    A symlink that leaves the fixtures directory (to ``/etc/passwd``, say) and a folder that
-    cannot be read are bad input: reading the one or skipping the other silently would hash
-    or grade something other than the fixtures.
+    A symlink that leaves the fixtures directory (to ``/etc/passwd``, say), a symlink loop and a
+    folder that cannot be read are bad input: reading the one or skipping the other silently
+    would hash or grade something other than the fixtures.
     """
     top = root.resolve()
     out = []
     for path in sorted(_walk(root)):
-        resolved = path.resolve()
-        if is_hidden(path.relative_to(root)) or resolved in exclude or exclude.intersection(resolved.parents):
+        if is_hidden(path.relative_to(root)):
+            continue
+        resolved = resolve_link(path)
+        if resolved in exclude or exclude.intersection(resolved.parents):
             continue
         if path.is_symlink() and top not in resolved.parents:
             raise UsageError([Problem(path.as_posix(), None, None, f"a symlink out of the fixtures directory (to {resolved.as_posix()}): "
@@ -35,6 +37,15 @@ def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
         if path.is_file():
             out.append(path)
     return out
+
+
+def resolve_link(path: Path) -> Path:
+    """``path`` resolved; a symlink loop is bad input naming it (not a RuntimeError, or an OSError from Python 3.13)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        raise UsageError([Problem(path.as_posix(), None, None, "a symlink loop, which leads to no file: "
+                                  "point it at a file, or delete it")]) from None
 
 
 def _walk(root: Path) -> list[Path]:

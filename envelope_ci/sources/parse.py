@@ -197,15 +197,15 @@ def _line_outside_strings(text: str, pattern: str) -> int | None:
     return None
 
 
-def too_deep(text: str) -> int | None:
-    """The line where a JSON text first nests deeper than MAX_DEPTH (brackets in strings skipped), or None."""
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+def too_deep(text: str, limit: int = MAX_DEPTH) -> int | None:
+    """The line where a JSON text first nests deeper than ``limit`` (brackets in strings skipped), or None."""
+    if text.count("[") + text.count("{") <= limit:
         return None
     bare = _STRINGS.sub('""', text)  # the same lines: a string holds no raw newline
     depth = 0
     for match in _BRACKETS.finditer(bare):
         depth += 1 if match.group() in "[{" else -1
-        if depth > MAX_DEPTH:
+        if depth > limit:
             return bare.count("\n", 0, match.start()) + 1
     return None
 

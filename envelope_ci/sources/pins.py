@@ -12,7 +12,7 @@ import msgspec
 from ..canonical import canonical_json
 from ..errors import Problem, UsageError
 from ..model import Channel, Fingerprint, Label, Pin, Pins
-from .files import read_text
+from .files import read_text, resolve_link
 from .parse import NotJSON, loads_strict
 from .validate import FileSchema
 
@@ -127,10 +127,26 @@ def _case_line(text: str, path: list[str]) -> int | None:
 
 
 def read_pins(path: Path) -> Pins | None:
-    """The pins at ``path``, or None when there are none yet."""
-    if not path.is_file():
+    """The pins at ``path``, or None when there are none yet.
+
+    The pins file is a PR's content like the fixtures, held to the same symlink rule: a symlink
+    out of its folder (to ``/dev/zero``), a loop, a link to nothing, and anything but a regular
+    file are bad input naming it, never "no pins yet" (which would pass a run with no baseline).
+    """
+    shown = path.as_posix()
+    if path.is_symlink():
+        resolved = resolve_link(path)
+        if path.parent.resolve() not in resolved.parents:
+            raise UsageError([Problem(shown, None, None, f"a symlink out of the pins file's folder "
+                                      f"(to {resolved.as_posix()}): keep the pins a file of their own")])
+        if not resolved.exists():
+            raise UsageError([Problem(shown, None, None, f"a symlink to nothing (to {resolved.as_posix()}): "
+                                      "delete it to start without pins, or point it at the pins")])
+    elif not path.exists():
         return None
-    return parse_pins(read_text(path, path.as_posix()), path.as_posix())
+    if not path.is_file():
+        raise UsageError([Problem(shown, None, None, "not a regular file: the pins are a JSON file (docs/pins.md)")])
+    return parse_pins(read_text(path, shown), shown)
 
 
 def render_pins(pins: Pins) -> str:

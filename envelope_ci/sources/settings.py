@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,9 +10,9 @@ from typing import Any
 from msgspec.structs import fields, replace
 
 from ..errors import Problem, UsageError
-from ..model import CONFIG_NAMES, Thresholds
+from ..model import CONFIG_NAMES, Case, Thresholds
 from .cases import not_json, unknown_key_problems
-from .endpoints import ENDPOINTS_SCHEMA, Endpoint, endpoints_from
+from .endpoints import BASE_KEY_ENV, ENDPOINTS_SCHEMA, Endpoint, case_endpoints, endpoints_from, untrusted_endpoints
 from .files import read_text
 from .parse import RawCase, parse_yaml_document
 from .validate import FileSchema
@@ -43,6 +43,9 @@ CONFIG_SCHEMA: dict[str, Any] = {
 _SETTINGS = FileSchema(lambda: CONFIG_SCHEMA)
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
 @dataclass(frozen=True)
 class FileConfig:
     """What ``envelope-ci.yaml`` may set."""
@@ -52,27 +55,59 @@ class FileConfig:
     path: Path | None
     headers_line: int | None = None
     endpoints: Mapping[str, Endpoint] = field(default_factory=dict)  # named endpoints: the llm-rubric judges
+    endpoints_line: int | None = None
 
-    def resolved_headers(self, environ: Mapping[str, str]) -> dict[str, str]:
+    @property
+    def shown(self) -> str:
+        return self.path.as_posix() if self.path else "envelope-ci.yaml"
+
+    def header_refusals(self, allowed: Collection[str]) -> list[Problem]:
+        """``${NAME}`` in a header the operator did not allow: the settings file is PR content and never picks a secret.
+
+        Headers go to the --base-url host only, where EVAL_API_KEY goes anyway; any other variable
+        must be allowed with --allow-key-env.
+        """
+        return [Problem(self.shown, self.headers_line, f"headers.{header}",
+                        f"${{{name}}} is a variable the operator did not allow (allow it with --allow-key-env {name}, "
+                        "or the Action input allow-key-env)")
+                for header, value in self.headers.items() for name in dict.fromkeys(_VARIABLE.findall(value))
+                if name != BASE_KEY_ENV and name not in allowed]
+
+    def resolved_headers(self, environ: Mapping[str, str], allowed: Collection[str]) -> dict[str, str]:
         """The extra request headers with ``${NAME}`` taken from the environment (secrets stay out of files).
 
         Only a live run needs them, so an offline run (a fork PR, where secrets are withheld)
-        never fails on a variable that is not set.
+        never fails on a variable that is not set; and only variables the operator allowed
+        (``allowed``, --allow-key-env; EVAL_API_KEY) are read at all.
         """
+        refused = self.header_refusals(allowed)
+        if refused:
+            raise UsageError(refused)
         problems: list[Problem] = []
 
         def sub(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in environ:
-                problems.append(Problem(self.path.as_posix() if self.path else "envelope-ci.yaml", self.headers_line, "headers",
+                problems.append(Problem(self.shown, self.headers_line, "headers",
                                         f"${{{name}}} is not set in the environment (export it, or remove the header)"))
                 return ""
             return environ[name]
 
-        out = {k: re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", sub, v) for k, v in self.headers.items()}
+        out = {k: _VARIABLE.sub(sub, v) for k, v in self.headers.items()}
         if problems:
             raise UsageError(problems)
         return out
+
+
+def live_refusals(settings: FileConfig, cases: Sequence[Case], base_url: str | None,
+                  allowed: Collection[str]) -> list[Problem]:
+    """What a live run would send where the operator did not allow: headers' variables, judges' hosts and keys.
+
+    Found before any request; an offline run sends nothing and is never refused.
+    """
+    names = {name for case in cases for name in case_endpoints(case)}
+    return [*settings.header_refusals(allowed),
+            *untrusted_endpoints(settings.endpoints, names, base_url, allowed, settings.shown, settings.endpoints_line)]
 
 
 def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
@@ -119,4 +154,5 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
     data = raw.data
     known = {f.name for f in fields(Thresholds)}
     thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
-    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"), endpoints_from(data.get("endpoints", {})))
+    return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"),
+                      endpoints_from(data.get("endpoints", {})), raw.key_lines.get("endpoints"))

@@ -15,13 +15,15 @@ from typing import Any
 
 import jsonschema_rs
 import pytest
-from conftest import case, chat_body, grade, make_suite, recorded, run_cli
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envelope_ci.canonical import canonical_json
 from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.assertions.base import Answer
 from envelope_ci.grading.assertions.is_json import ASSERTED_FORMATS, MAX_ANSWER_DEPTH, TOO_DEEP, compile_schema, schema_problem
+from tests.support.strategies import JSON as ANY_JSON
+from tests.support.suites import case, chat_body, grade, make_suite, recorded, run_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -350,16 +352,6 @@ def test_email_is_stricter_than_an_at_sign():
 # -- the verdict and the reasons come from one engine and agree -----------------------------------
 
 
-def bounded(examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
-
-
 SCHEMAS = [
     {
         "type": "object",
@@ -390,7 +382,7 @@ JSON = st.recursive(
 )
 
 
-@bounded(400)
+@settings(max_examples=400)
 @given(schema=st.sampled_from(SCHEMAS), answer=JSON)
 def test_the_verdict_and_the_reasons_agree(schema, answer):
     check = compile_schema(schema)
@@ -449,3 +441,37 @@ def test_an_answer_too_deep_to_check_fails_either_form_and_never_crashes(depth):
         assert compile_schema(schema)(nested(depth)) == [TOO_DEEP]
         assert compile_schema(schema).holds(nested(depth)) is None
         assert is_json_and_not(schema, nested(depth)) == ([f"schema: {TOO_DEEP}"], [f"schema: {TOO_DEEP}"])
+
+
+# -- any schema: a load-time problem or a check that never raises -------------------------------------
+
+# The keywords and references that broke schema loading before: a $schema or $id that is not a URI, remote refs, loops.
+SCHEMA_KEYS = st.sampled_from([
+    "$ref", "$id", "id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef", "$defs", "definitions", "allOf",
+    "anyOf", "oneOf", "not", "if", "then", "else", "items", "properties", "$schema", "type", "dependentSchemas", "enum",
+])
+SCHEMA_LEAVES = st.one_of(st.booleans(), st.integers(), st.sampled_from([
+    "#", "#/$defs/a", "#/definitions/a", "#a", "a.json", "http://127.0.0.1:9/x",
+    "https://json-schema.org/draft/2020-12/schema", "#/items", "urn:x", "", "http://[::1",
+    "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#", "object", "string"]))
+SCHEMA_VALUES = st.recursive(
+    st.booleans() | st.dictionaries(SCHEMA_KEYS, SCHEMA_LEAVES, max_size=3),
+    lambda inner: st.dictionaries(SCHEMA_KEYS, inner | SCHEMA_LEAVES | st.lists(inner, max_size=3)
+                                  | st.dictionaries(st.sampled_from("ab"), inner, max_size=2), max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300)
+@given(schema=SCHEMA_VALUES, answer=ANY_JSON)
+def test_any_schema_is_a_load_time_problem_or_a_check_that_never_raises(schema, answer):
+    if schema_problem(schema) is None:
+        assert all(isinstance(error, str) for error in compile_schema(schema)(answer))
+
+
+@settings(max_examples=400)
+@given(first=ANY_JSON, second=ANY_JSON)
+def test_a_schemas_key_is_its_canonical_json_whatever_it_was_seen_as_before(first, second):
+    """The schema caches find a value's canonical text by its marshalled bytes: never another value's
+    (1, 1.0, true, -0.0)."""
+    for value in (first, second, [first, first], {"a": second, "b": second}):
+        assert is_json._schema_text(value) == canonical_json(value)

@@ -21,14 +21,14 @@ from typing import Any, TypeVar
 import jsonschema_rs
 
 from ...canonical import LONE_SURROGATE, canonical_json
+from ..envelope import MAX_ANSWER_DEPTH
 from .base import Answer, AssertionType, Failure
 
 # Past this many errors the first ones say enough.
 MAX_SCHEMA_ERRORS = 3
 # jsonschema-rs recurses on the thread's stack, up to about 1 KB per level of the answer, and a stack overflow kills
-# the process: a deeper answer is not handed to it. json.loads reads up to ~1000 levels (3.10, 3.11), 1500 (3.12),
-# 10000 (3.13); threads get 8 MB of stack on Linux (1 MB is enough for 1000 levels).
-MAX_ANSWER_DEPTH = 1000
+# the process: no answer deeper than grading reads as JSON (MAX_ANSWER_DEPTH) is handed to it (a tool call's
+# arguments, say); threads get 8 MB of stack on Linux, and 1 MB is enough for 1000 levels.
 TOO_DEEP = "(root): the answer nests too deep to check against this schema"
 _UNSAID = "(root): the answer does not satisfy this schema (jsonschema-rs cannot say where: {})"
 _DRAFTS = {

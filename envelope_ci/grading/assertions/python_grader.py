@@ -4,27 +4,27 @@ The function is called as ``check(answer_text, case)`` and returns None (pass) o
 string (``wrong``); see docs/assertions.md for exactly what ``case`` holds. A grader that
 cannot be loaded, raises, or returns anything else is bad input (exit 2), never a crash nor
 a wrong answer: a broken grader says nothing about the model.
+
+No grader code runs in this process, nor before an answer needs grading: loading a case only
+reads the file (the bytes the fixtures hash digests) and checks the function's name, so
+``hash``, ``import`` and a ``--filter`` that leaves the case out run none of it. The source
+is compiled and called in the grader worker (``grading.grader_worker``): a fresh process
+without the harness's secrets, which answers with reasons only.
 """
 from __future__ import annotations
 
-import copy
-import hashlib
-import importlib.util
 import re
-import sys
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-from ...errors import UsageError
+from ...canonical import digest_bytes
+from ...errors import Problem, UsageError
+from ...sources.refs import FileRefs
+from .. import grader_worker
 from .base import Answer, AssertionType, Failure, Resolve
 
 _VALUE = re.compile(r"(?P<file>.+\.py):(?P<function>[A-Za-z_]\w*)")
-# Each grader file is imported once per process and version of it: the module, or why it failed.
-_loaded: dict[tuple[Path, int, int], ModuleType | str] = {}
 
 
 def _value_problem(value: Any) -> tuple[str, str] | None:
@@ -37,70 +37,51 @@ def _references(value: str) -> list[str]:
     return [value.rpartition(":")[0]]
 
 
-def _import(file: str, path: Path) -> ModuleType | str:
-    """The grader's module under a name of its own (so two graders.py never clash), or why it failed to import."""
-    name = "envelope_ci_grader_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses and pickling inside the grader look themselves up here
-    try:
-        spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
-        del sys.modules[name]
-        return f"{file}: importing it raised {type(exc).__name__}: {exc}"
-    return module
-
-
-def _load(file: str, path: Path) -> ModuleType:
-    stat = path.stat()
-    key = (path.resolve(), stat.st_mtime_ns, stat.st_size)
-    if key not in _loaded:
-        _loaded[key] = _import(file, key[0])
-    found = _loaded[key]
-    if isinstance(found, str):
-        raise UsageError(found)
-    return found
-
-
 def case_view(case: Any) -> dict[str, Any]:
-    """What a grader sees of the case: plain data, copied each call so a grader cannot change the run's."""
-    return copy.deepcopy({"id": case.id, "stratum": case.stratum, "messages": list(case.messages),
-                          "request": dict(case.request), "file": case.file, "line": case.line})
+    """What a grader sees of the case: plain data (the worker decodes a copy each call: it cannot change the run's)."""
+    return {"id": case.id, "stratum": case.stratum, "messages": list(case.messages), "request": dict(case.request),
+            "file": case.file, "line": case.line}
 
 
 @dataclass(frozen=True)
 class Grader:
-    """A loaded grader function and how the fixture named it."""
+    """A grader as a fixture names it: its file (resolved), function, and the source the fixtures hash digests."""
 
     ref: str
     path: Path
-    fn: Callable[[str, dict[str, Any]], Any]
+    function: str
+    source: bytes = field(repr=False)
+    digest: str
 
     def __call__(self, text: str, case: Any) -> list[str]:
-        try:
-            verdict = self.fn(text, case_view(case))
-        except (Exception, SystemExit) as exc:
-            raise UsageError(f"{self.ref} raised {type(exc).__name__}: {exc} ({self._where(exc)}case {case.id})") from None
-        if verdict is None:
-            return []
-        if isinstance(verdict, str) and verdict.strip():
-            return [f"{self.ref}: {verdict}"]
-        raise UsageError(f"{self.ref} returned {verdict!r} for case {case.id}: a grader returns None (pass) or a reason string (fail)")
+        reply = grader_worker.grade(grader_worker.Request(ref=self.ref, path=str(self.path), digest=self.digest,
+                                                          function=self.function, text=text, case=case_view(case),
+                                                          source=self.source))
+        if reply.problem is None:
+            return list(reply.reasons)
+        if reply.loading:  # the file or function is at fault: say which case named it
+            raise UsageError([Problem(case.file, case.line, None, reply.problem)])
+        raise UsageError(reply.problem)
 
-    def _where(self, exc: BaseException) -> str:
-        """The grader's own line that raised, when the traceback passes through its file."""
-        lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == self.path]
-        return f"{self.ref.rpartition(':')[0]} line {lines[-1]}, " if lines else ""
+
+def _source(file: str, path: Path, resolve: Resolve) -> bytes:
+    """The grader's bytes: the very ones the fixtures hash digested when ``resolve`` is the run's ``FileRefs.path``."""
+    refs = getattr(resolve, "__self__", None)
+    if isinstance(refs, FileRefs):
+        return refs.read(file)
+    if not path.is_file():
+        raise UsageError(f"{file}: file not found (looked at {path.as_posix()})")
+    return path.read_bytes()
 
 
 def _prepare(value: str, resolve: Resolve) -> Grader:
+    """The grader, read but not run: its function is looked up when it first grades, in the worker."""
     file, _, function = value.rpartition(":")
+    if not function.isidentifier():
+        raise UsageError(f"{file}: {function!r} is not a function name (from {value!r})")
     path = resolve(file)
-    fn = getattr(_load(file, path), function, None)
-    if not callable(fn):
-        raise UsageError(f"{file}: no function {function!r} (from {value!r})")
-    return Grader(value, path.resolve(), fn)
+    source = _source(file, path, resolve)
+    return Grader(value, path.resolve(), function, source, digest_bytes(source))
 
 
 def _check(answer: Answer, value: Grader, case: Any) -> list[str]:
@@ -115,6 +96,6 @@ ASSERTION = AssertionType(
     value_problem=_value_problem,
     references=_references,
     value_schema={"type": "string"},
-    description="FILE.py:FUNCTION in your repository (from the fixtures directory, or the repository root with a leading /): "
-                "called with the answer text and the case, it returns None to pass or a reason to fail.",
+    description="FILE.py:FUNCTION in your repository (from the fixtures directory, or the repository root with a "
+                "leading /): called with the answer text and the case, it returns None to pass or a reason to fail.",
 )

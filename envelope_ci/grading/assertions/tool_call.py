@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..envelope import AnswerTooDeep, loads_answer
 from .base import Answer, AssertionType, Failure
 from .json_subset import subset_mismatch
 
@@ -34,9 +35,11 @@ def _read(call: Mapping[str, Any]) -> tuple[Call | None, str | None]:
     if not isinstance(raw, str):
         return None, f"{name}: arguments are not a JSON string (OpenAI sends one)"
     try:
-        arguments = json.loads(raw) if raw.strip() else {}
+        arguments = loads_answer(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         return None, f"{name}: arguments are not JSON: {exc.msg} at char {exc.pos}"
+    except AnswerTooDeep as exc:
+        return None, f"{name}: arguments are not JSON that can be graded: {exc}"
     if not isinstance(arguments, dict):
         return None, f"{name}: arguments are JSON but not an object"
     return Call(name, arguments), None

@@ -35,7 +35,7 @@ INPUT_DEFAULTS: dict[str, str] = {
     "mode": "run",
     "shard": "",
     "reports": "",
-    "max-run-time": "",
+    "max-run-time": "1800",  # 30 minutes: a run is bounded by default (action.yml)
 }
 BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
 COUNT_INPUTS = ("concurrency", "repeats")

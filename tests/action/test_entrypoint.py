@@ -693,20 +693,20 @@ class Handed:
 
 def run_in_process(repo: PrRepo, stub: GitHubStub, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                    fake: Callable[..., Any] | None = None, **options: Any) -> tuple[ActionRun, Handed]:
-    """``envelope_ci.action.run.main`` in this process, ``api.run`` wrapped (or replaced by `fake`) to see what it gets."""
+    """``envelope_ci.action.run.main`` in this process, the run (``supervise.run``) wrapped (or replaced by `fake`) to see what it gets."""
     import io
 
-    from envelope_ci import api
+    from envelope_ci import supervise
     from envelope_ci.action.run import main
 
     handed = Handed()
-    real = api.run
+    real = supervise.run
 
     def spy(config: Any, base: Any = None) -> Any:
         handed.config, handed.base = config, base
         return (fake or real)(config, base)
 
-    monkeypatch.setattr(api, "run", spy)
+    monkeypatch.setattr(supervise, "run", spy)
     monkeypatch.chdir(repo.workspace)  # main changes directory; this puts it back
     env = runner_env(repo, stub, **options)
     out = io.StringIO()
@@ -729,6 +729,7 @@ def test_the_run_config_and_base_pins_handed_to_the_library(tmp_path: Path, stub
     assert (config.fixtures_dir, config.pins_path, config.replay) == (Path("evals"), Path("evals/envelope-pins.json"), Path("recordings/pr.jsonl"))
     assert config.out_dir == repo.workspace.resolve() / ".envelope-ci" / "evals"
     assert (config.lane, config.concurrency, config.repeats, config.endpoint_class) == (Lane.ADJUDICATION, 7, 2, "fake")
+    assert config.max_run_time_s == 1800  # bounded by default
     assert (config.base_url, config.model, config.api_key, config.stream, config.in_ci, config.write_pins) == (None, None, API_KEY, False, True, False)
     base = handed.base
     assert isinstance(base, BaseSource) and base.error is None and base.pins is not None
@@ -996,7 +997,7 @@ def test_max_run_time_input_is_a_positive_number_of_seconds(value: str) -> None:
 
     with pytest.raises(InputError, match=rf"input 'max-run-time' must be a positive number of seconds \(e.g. 1200\), got {re.escape(repr(value))}"):
         read_inputs({"INPUT_MAX-RUN-TIME": value})
-    assert read_inputs({}).max_run_time is None
+    assert read_inputs({}).max_run_time == 1800  # a run is bounded by default: 30 minutes
     for fine in ("1200", "0.5", "30.25"):
         assert read_inputs({"INPUT_MAX-RUN-TIME": fine}).max_run_time == float(fine)
 

@@ -5,6 +5,7 @@ Plain helpers (response bodies, suites on disk, the CLI in-process and as a subp
 """
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -52,4 +53,12 @@ def srv(request: pytest.FixtureRequest) -> Iterator[FakeOpenAI]:
 def stub() -> Iterator[GitHubStub]:
     """The GitHub API stand-in on 127.0.0.1, for the repository ``octo-org/widgets``."""
     with GitHubStub() as server:
+        yield server
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A local port that nothing should connect to: anything that does has tried to fetch (``suites.connected``)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.setblocking(False)
         yield server

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-from collections.abc import Iterator
 from typing import Any
 
 import jsonschema_rs
@@ -23,7 +21,7 @@ from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.assertions.base import Answer
 from envelope_ci.grading.assertions.is_json import ASSERTED_FORMATS, MAX_ANSWER_DEPTH, TOO_DEEP, compile_schema, schema_problem
 from tests.support.strategies import JSON as ANY_JSON
-from tests.support.suites import case, chat_body, grade, make_suite, recorded, run_cli
+from tests.support.suites import case, chat_body, connected, grade, make_suite, recorded, run_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -106,20 +104,6 @@ def test_a_ref_to_nothing_in_the_schema_is_a_load_problem_naming_the_ref(ref):
 # -- nothing is ever fetched ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A local port: anything that connects to it has tried to fetch."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.setblocking(False)
-        yield server
-
-
-def connected(server: socket.socket) -> bool:
-    try:
-        server.accept()[0].close()
-    except BlockingIOError:
-        return False
-    return True
 
 
 @pytest.fixture

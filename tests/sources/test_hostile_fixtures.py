@@ -7,7 +7,6 @@ import socket
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema_rs
@@ -22,7 +21,7 @@ from envelope_ci.sources.cases import load_cases
 from envelope_ci.sources.parse import MAX_ALIAS_BYTES, MAX_DEPTH, parse_json, parse_jsonl
 from envelope_ci.sources.recordings import envelope_from_raw
 from tests.support.strategies import JSON
-from tests.support.suites import case, chat_body, make_case, make_suite, recorded, run_cli
+from tests.support.suites import case, chat_body, connected, make_case, make_suite, recorded, run_cli
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -179,24 +178,10 @@ def test_a_hostile_sidecar_is_located_bad_input(tmp_path):
     bad_input(tmp_path, {"c.yaml": "- id: a\n  prompt: p\n", "c.yaml.recorded.jsonl": sidecar}, "c.yaml.recorded.jsonl:1")
 
 
-@pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    """A local port that counts as fetched if anything connects to it."""
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.setblocking(False)
-        yield server
-
-
 def url_of(server: socket.socket) -> str:
     return f"http://127.0.0.1:{server.getsockname()[1]}/schema.json"
 
 
-def connected(server: socket.socket) -> bool:
-    try:
-        server.accept()[0].close()
-    except BlockingIOError:
-        return False
-    return True
 
 
 def test_a_remote_ref_is_bad_input_and_never_fetched(tmp_path, listener):

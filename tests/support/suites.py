@@ -23,6 +23,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -450,3 +451,12 @@ def _lists(value: Any) -> Any:
 def from_json(kind: Any, data: Any) -> Any:
     """Plain JSON data read back as ``kind``."""
     return msgspec.convert(data, kind)
+
+
+def connected(server: socket.socket) -> bool:
+    """Whether anything has connected to the ``listener`` fixture's port (each connection taken, and closed)."""
+    try:
+        server.accept()[0].close()
+    except BlockingIOError:
+        return False
+    return True

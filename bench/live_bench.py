@@ -115,7 +115,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def make_cases(n: int) -> list[Case]:
-    return [build_case(RawCase({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok"}, "bench/cases.yaml", i + 1, {}))
+    return [build_case(RawCase({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]",
+                                "expect_fragment": "ok"}, "bench/cases.yaml", i + 1, {}))
             for i in range(n)]
 
 
@@ -123,7 +124,8 @@ def make_cases(n: int) -> list[Case]:
 def bare_loop(url: str, cases: Sequence[Case], concurrency: int, delay_ms: float) -> Figures:
     """N threads, each with its own requests.Session: post + .content, perf_counter around the call."""
     settings = ClientSettings(base_url=url, model=MODEL)
-    bodies = [json.dumps(OPENAI_CHAT.request_body(c, settings.model, settings.temperature, settings.stream)).encode("utf-8") for c in cases]
+    bodies = [json.dumps(OPENAI_CHAT.request_body(c, settings.model, settings.temperature,
+                                                  settings.stream)).encode("utf-8") for c in cases]
     headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
     target = url.rstrip("/") + OPENAI_CHAT.path
     lock = threading.Lock()
@@ -165,7 +167,8 @@ def bare_loop(url: str, cases: Sequence[Case], concurrency: int, delay_ms: float
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return Figures("bare requests", concurrency, len(cases), wall, [e - delay_ms for e in elapsed], failures[0], delay_ms)
+    return Figures("bare requests", concurrency, len(cases), wall, [e - delay_ms for e in elapsed], failures[0],
+                   delay_ms)
 
 
 def harness(url: str, cases: Sequence[Case], concurrency: int, delay_ms: float) -> Figures:
@@ -186,7 +189,8 @@ def full_cli(url: str, n: int, concurrency: int, delay_ms: float) -> Figures:
     with tempfile.TemporaryDirectory(prefix="envelope-ci-bench-") as tmp:
         fixtures = Path(tmp) / "fixtures"
         fixtures.mkdir()
-        lines = [json.dumps({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok"}) for i in range(n)]
+        lines = [json.dumps({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok"})
+                 for i in range(n)]
         (fixtures / "cases.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
         out = Path(tmp) / "out"
         argv = ["run", str(fixtures), "--out", str(out), "--base-url", url, "--model", MODEL,
@@ -205,7 +209,8 @@ def full_cli(url: str, n: int, concurrency: int, delay_ms: float) -> Figures:
     if code != 0:
         print(f"warning: the CLI exited {code}: {sink.getvalue().strip()[:300]}", file=sys.stderr)
     ms = [c["ms"] for c in report["cases"] if c["ms"] is not None]
-    return Figures("envelope-ci CLI (full run)", concurrency, n, wall, [m - delay_ms for m in ms], n - len(ms), delay_ms)
+    return Figures("envelope-ci CLI (full run)", concurrency, n, wall, [m - delay_ms for m in ms], n - len(ms),
+                   delay_ms)
 
 
 # --------------------------------------------------------------------------- issue #11: faults and memory
@@ -216,14 +221,15 @@ def faults_bench(n: int, concurrency: int, seed: int) -> int:
         chaos = Chaos(rpm=10**9, share_429=0.05, share_503=0.10, share_reset=0.05, share_cut=0.02, seed=seed)
         with FakeOpenAI(Behaviour.ok("ok"), chaos=chaos) as srv:
             t0 = time.perf_counter()
-            outcome = run_live(cases, ClientSettings(base_url=srv.url, model=MODEL), concurrency=concurrency, policy=RetryPolicy(run_budget=budget),
-                               seed=seed)
+            outcome = run_live(cases, ClientSettings(base_url=srv.url, model=MODEL), concurrency=concurrency,
+                               policy=RetryPolicy(run_budget=budget), seed=seed)
             wall = time.perf_counter() - t0
             requests_sent = len(srv.all_requests)
         labels = collections.Counter(g.label.value for c in cases for g in outcome.grades[c.id])
         undelivered = labels["drop"] + labels["empty"]
         name = f"--retry-budget {budget}" if budget is not None else "default (sized to the suite)"
-        print(f"{name:<30} undelivered {undelivered:>5} of {n}  requests {requests_sent:>6}  faults {chaos.counts}  wall {wall:.1f} s")
+        print(f"{name:<30} undelivered {undelivered:>5} of {n}  requests {requests_sent:>6}  faults {chaos.counts}  "
+              f"wall {wall:.1f} s")
         for remark in outcome.remarks():
             print(f"  remark: {remark}")
     return 0
@@ -241,26 +247,31 @@ def rate_limit_bench(n: int, rpm: int, delay_ms: float) -> int:
             wall = time.perf_counter() - t0
         labels = collections.Counter(g.label.value for c in cases for g in outcome.grades[c.id])
         history = outcome.concurrency_history
-        print(f"{'adaptive' if adaptive else 'fixed 8':<9} 429s {chaos.counts['bucket_429']:>5}  labels {dict(labels)}  wall {wall:.1f} s  "
-              f"rate-limit wait {outcome.rate_limit_wait_s:.1f} s  history {len(history)} point(s): {history[:8]}{' ...' if len(history) > 8 else ''}")
+        print(f"{'adaptive' if adaptive else 'fixed 8':<9} 429s {chaos.counts['bucket_429']:>5}  "
+              f"labels {dict(labels)}  wall {wall:.1f} s  "
+              f"rate-limit wait {outcome.rate_limit_wait_s:.1f} s  history {len(history)} point(s): "
+              f"{history[:8]}{' ...' if len(history) > 8 else ''}")
     return 0
 
 
 def memory_bench(answers: int, answer_mb: int, concurrency: int) -> int:
     """The CLI's peak RSS (its own process) for ``answers`` live answers of ``answer_mb`` MB."""
-    with FakeOpenAI(Behaviour.huge(answer_mb * 1024 * 1024)) as srv, tempfile.TemporaryDirectory(prefix="envelope-ci-bench-") as tmp:
+    with (FakeOpenAI(Behaviour.huge(answer_mb * 1024 * 1024)) as srv,
+          tempfile.TemporaryDirectory(prefix="envelope-ci-bench-") as tmp):
         fixtures = Path(tmp) / "fixtures"
         fixtures.mkdir()
-        lines = [json.dumps({"id": f"big-{i:04d}", "prompt": f"Say x. [[big-{i:04d}]]", "expect_fragment": "xxx"}) for i in range(answers)]
+        lines = [json.dumps({"id": f"big-{i:04d}", "prompt": f"Say x. [[big-{i:04d}]]", "expect_fragment": "xxx"})
+                 for i in range(answers)]
         (fixtures / "cases.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVAL_")}
-        argv = [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--out", str(Path(tmp) / "out"), "--base-url", srv.url,
-                "--model", MODEL, "--concurrency", str(concurrency), "--quiet"]
+        argv = [sys.executable, "-m", "envelope_ci", "run", str(fixtures), "--out", str(Path(tmp) / "out"),
+                "--base-url", srv.url, "--model", MODEL, "--concurrency", str(concurrency), "--quiet"]
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-    print(f"{answers} answers of {answer_mb} MB at concurrency {concurrency}: exit {os.waitstatus_to_exitcode(status)}, "
+    print(f"{answers} answers of {answer_mb} MB at concurrency {concurrency}: "
+          f"exit {os.waitstatus_to_exitcode(status)}, "
           f"peak RSS {usage.ru_maxrss / 1024:.0f} MB, wall {wall:.1f} s")
     return 0
 
@@ -300,8 +311,8 @@ def warm_up(url: str) -> None:
 
 # --------------------------------------------------------------------------- output
 def row(f: Figures) -> str:
-    return (f"{f.name:<27} {f.concurrency:>4} {f.cases:>6} {f.wall_s:>8.2f} {f.ideal_s:>8.2f} {f.wall_s / f.ideal_s:>6.3f} "
-            f"{f.rps:>8.1f} {f.median_err:>9.3f} {f.p95_err:>9.3f} {f.failures:>5}")
+    return (f"{f.name:<27} {f.concurrency:>4} {f.cases:>6} {f.wall_s:>8.2f} {f.ideal_s:>8.2f} "
+            f"{f.wall_s / f.ideal_s:>6.3f} {f.rps:>8.1f} {f.median_err:>9.3f} {f.p95_err:>9.3f} {f.failures:>5}")
 
 
 HEADER = (f"{'side':<27} {'conc':>4} {'cases':>6} {'wall_s':>8} {'ideal_s':>8} {'x_ideal':>6} "
@@ -322,13 +333,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--server", choices=["process", "inprocess"], default="process",
                     help="run the fake server in its own process (default) or in this one")
     ap.add_argument("--no-cli", action="store_true", help="skip the full-CLI run")
-    ap.add_argument("--faults", action="store_true", help="instead: undelivered cases on a bad day, old vs sized retry budget (concurrency 64)")
+    ap.add_argument("--faults", action="store_true",
+                    help="instead: undelivered cases on a bad day, old vs sized retry budget (concurrency 64)")
     ap.add_argument("--seed", type=int, default=11, help="--faults: the fault draws' seed (default: %(default)s)")
     ap.add_argument("--memory", action="store_true", help="instead: the CLI's peak RSS against big answers")
     ap.add_argument("--answers", type=int, default=100, help="--memory: answers (default: %(default)s)")
     ap.add_argument("--answer-mb", type=int, default=15, help="--memory: MB per answer (default: %(default)s)")
-    ap.add_argument("--rate-limit", action="store_true", help="instead: 429s against a token bucket, adaptive vs fixed concurrency 8")
-    ap.add_argument("--rpm", type=int, default=60, help="--rate-limit: the bucket's requests per 3 s 'minute' (default: %(default)s)")
+    ap.add_argument("--rate-limit", action="store_true",
+                    help="instead: 429s against a token bucket, adaptive vs fixed concurrency 8")
+    ap.add_argument("--rpm", type=int, default=60,
+                    help="--rate-limit: the bucket's requests per 3 s 'minute' (default: %(default)s)")
     args = ap.parse_args(argv)
     if args.faults:
         return faults_bench(args.cases, 64, args.seed)
@@ -373,9 +387,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         d_p95 = abs(ours.p95_err - bare.p95_err)
         # The target is the whole run's (issue #10, item 6): the live path alone is what it is made of.
         if cli is not None:
-            # In this process, as the bare loop runs: neither pays an interpreter's start. Every case must have been answered.
-            print(f"{verdict(cli.wall_s / bare.wall_s <= 1.10 and cli.failures == 0)}  concurrency 8: the whole CLI run {cli.wall_s:.2f} s = "
-                  f"{cli.wall_s / bare.wall_s:.3f}x the bare loop's {bare.wall_s:.2f} s (target <= 1.10x; loading fixtures, grading, "
+            # In this process, as the bare loop runs: neither pays an interpreter's start. Every case must have been
+            # answered.
+            print(f"{verdict(cli.wall_s / bare.wall_s <= 1.10 and cli.failures == 0)}  concurrency 8: "
+                  f"the whole CLI run {cli.wall_s:.2f} s = {cli.wall_s / bare.wall_s:.3f}x the bare loop's "
+                  f"{bare.wall_s:.2f} s (target <= 1.10x; loading fixtures, grading, "
                   f"writing reports included; {cli.failures} case(s) unanswered)")
         else:
             print("not judged  concurrency 8: the whole CLI run (--no-cli)")

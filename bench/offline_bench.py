@@ -23,7 +23,8 @@ from pathlib import Path
 
 from envelope_ci import cli
 
-SCHEMA = {"type": "object", "required": ["answer", "unit"], "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
+SCHEMA = {"type": "object", "required": ["answer", "unit"],
+          "properties": {"answer": {"type": "integer"}, "unit": {"type": "string"}}}
 
 
 def envelope(rng: random.Random, i: int) -> dict:
@@ -32,7 +33,8 @@ def envelope(rng: random.Random, i: int) -> dict:
     if roll < 0.01:
         return {"error": "ConnectionResetError: [Errno 104] Connection reset by peer", "elapsed_ms": 12.0}
     if roll < 0.02:
-        return {"http_status": 200, "elapsed_ms": 300.0, "body": {"id": f"c{i}", "object": "chat.completion", "model": "bench-model", "choices": []}}
+        return {"http_status": 200, "elapsed_ms": 300.0,
+                "body": {"id": f"c{i}", "object": "chat.completion", "model": "bench-model", "choices": []}}
     content, finish = '{"answer": 42, "unit": "m"}', "stop"
     if roll < 0.04:
         content, finish = '{"answer": 4', "length"
@@ -42,10 +44,12 @@ def envelope(rng: random.Random, i: int) -> dict:
         content = '{"answer": 7, "unit": "m"}'
     body = {
         "id": f"chatcmpl-{i}", "object": "chat.completion", "created": 1764540000, "model": "bench-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None}, "logprobs": None, "finish_reason": finish}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "refusal": None},
+                     "logprobs": None, "finish_reason": finish}],
         "usage": {"prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52},
     }
-    return {"http_status": 200, "elapsed_ms": round(200 + rng.random() * 300, 1), "headers": {"content-type": "application/json"}, "body": body}
+    return {"http_status": 200, "elapsed_ms": round(200 + rng.random() * 300, 1),
+            "headers": {"content-type": "application/json"}, "body": body}
 
 
 def generate(root: Path, n: int, seed: int) -> tuple[Path, Path]:
@@ -79,7 +83,8 @@ class Suite:
 
 
 def bench_parser(doc: str | None, module: str) -> argparse.ArgumentParser:
-    """``--cases`` and ``--seed``, as every offline bench takes them; ``module`` is the one run: ``python -m MODULE``."""
+    """``--cases`` and ``--seed``, as every offline bench takes them; ``module`` is the one run:
+    ``python -m MODULE``."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=100_000)
@@ -119,7 +124,8 @@ def main() -> int:
     print(f"run wall           {wall:.2f} s  (load + validate + grade + analyse + report.json/md/junit)")
     print(f"throughput         {args.cases / wall:,.0f} cases/s")
     print(f"peak RSS           {peak_mib:,.0f} MiB (this process)")
-    print(f"                   {child_mib:,.0f} MiB (largest forked helper; its pages are shared copy-on-write with the parent)")
+    print(f"                   {child_mib:,.0f} MiB "
+          "(largest forked helper; its pages are shared copy-on-write with the parent)")
     print(f"exit code          {code}  labels {report['summary']['counts']}")
     ok = wall < 15 and peak_mib < 1024
     print(f"target <15 s, <1 GiB: {'PASS' if ok else 'MISS'}")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Shard-and-merge benchmark (issue #10): N shard processes and a merge against one process, and the merge alone at scale.
+"""Shard-and-merge benchmark (issue #10): N shard processes and a merge against one process, and the merge alone at
+scale.
 
 Every time is the wall time of the real command line (``python -m envelope_ci``), each in its own process:
 
@@ -64,12 +65,14 @@ def timed(name, fn):
         finally:
             spent[name] = time.perf_counter() - t
     return call
-merging.read_shards = timed("read", merging.read_shards)  # parsing and checking; reading the files is read_texts, before it
+merging.read_shards = timed("read", merging.read_shards)  # parsing and checking; reading the files \
+is read_texts, before it
 merging.write_reports = timed("write", merging.write_reports)
 t0 = time.perf_counter()
 merging.merge(paths, out)
 total = time.perf_counter() - t0
-print(f"{total:.3f} {spent['read']:.3f} {spent['write']:.3f} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
+print(f"{total:.3f} {spent['read']:.3f} {spent['write']:.3f} \
+{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}")
 """
 
 
@@ -97,7 +100,8 @@ def partition(args: argparse.Namespace) -> None:
     rng = random.Random(args.seed)
     ids = [f"case-{rng.getrandbits(64):016x}" for _ in range(args.cases)]
     added = [f"new-{rng.getrandbits(64):016x}" for _ in range(args.trials)]
-    for name, rule in (("runs of the hash order (ours)", shard_numbers), ("round-robin of the hash order", round_robin), ("hash mod N", hash_mod)):
+    for name, rule in (("runs of the hash order (ours)", shard_numbers), ("round-robin of the hash order", round_robin),
+                       ("hash mod N", hash_mod)):
         before = rule(ids, args.shards)
         sizes = [before.count(k) for k in range(1, args.shards + 1)]
         moved = [sum(a != b for a, b in zip(before, rule([*ids, new], args.shards), strict=False)) for new in added]
@@ -115,7 +119,8 @@ def timed(argv: Sequence[str]) -> tuple[float, int, float]:
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    code = subprocess.run(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False, timeout=TIMEOUT_S).returncode
+    code = subprocess.run(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+                          timeout=TIMEOUT_S).returncode
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, code, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -124,8 +129,9 @@ def timed(argv: Sequence[str]) -> tuple[float, int, float]:
 def shards_at_once(fixtures: Path, out: Path, count: int, extra: Sequence[str]) -> tuple[float, list[Path]]:
     """Every shard as its own process, started together; the wall time until the last one ends."""
     t0 = time.perf_counter()
-    procs = [subprocess.Popen(cli("run", fixtures, "--shard", f"{i}/{count}", "--out", out / f"shard-{i}", "--quiet", *extra),
-                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(1, count + 1)]
+    procs = [subprocess.Popen(
+        cli("run", fixtures, "--shard", f"{i}/{count}", "--out", out / f"shard-{i}", "--quiet", *extra),
+        env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for i in range(1, count + 1)]
     for proc in procs:
         try:
             _, err = proc.communicate(timeout=TIMEOUT_S)
@@ -141,7 +147,8 @@ def shards_at_once(fixtures: Path, out: Path, count: int, extra: Sequence[str]) 
 def live_fixtures(root: Path, n: int) -> Path:
     fixtures = root / "live-fixtures"
     fixtures.mkdir()
-    lines = (json.dumps({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok", "stratum": "easy"})
+    lines = (json.dumps({"id": f"bench-{i:05d}", "prompt": f"Say ok. [[bench-{i:05d}]]", "expect_fragment": "ok",
+                         "stratum": "easy"})
              for i in range(n))
     (fixtures / "cases.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
     return fixtures
@@ -158,7 +165,8 @@ def same_but_timing(a: Path, b: Path) -> bool:
         data = json.loads(path.read_text("utf-8"))
         for timing in ("notes", "live"):
             data.pop(timing, None)
-        data["cases"] = [{key: value for key, value in row.items() if key not in ("ms", "ms_p95", "ttft_ms")} for row in data["cases"]]
+        data["cases"] = [{key: value for key, value in row.items() if key not in ("ms", "ms_p95", "ttft_ms")}
+                         for row in data["cases"]]
         return data
 
     one, two = plain(a), plain(b)
@@ -189,7 +197,8 @@ def speedup_row(name: str, fixtures: Path, root: Path, count: int, extra: Sequen
     equal = whole.read_bytes() == merged.read_bytes() if exact else same_but_timing(whole, merged)
     total = shards_s + merge_s
     print(f"{name:<8} {whole_s:>9.2f} {shards_s:>9.2f} {merge_s:>8.2f} {total:>9.2f} {whole_s / total:>8.2f}x   "
-          f"exit {whole_code}/{merge_code}  merged {'==' if equal else '!='} unsharded{'' if exact else ' (apart from timing)'}")
+          f"exit {whole_code}/{merge_code}  merged {'==' if equal else '!='} "
+          f"unsharded{'' if exact else ' (apart from timing)'}")
 
 
 def speedup(args: argparse.Namespace) -> None:
@@ -233,12 +242,14 @@ def merge_time(args: argparse.Namespace) -> None:
             for part, value in zip(("merge", "read", "write", "rss"), proc.stdout.split(), strict=True):
                 parts[part].append(float(value))
         merge_s, read_s, write_s = (statistics.median(parts[p]) for p in ("merge", "read", "write"))
-        print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  (min {min(walls):.2f}, max {max(walls):.2f}; exit {code}); "
+        print(f"envelope-ci merge wall  median {statistics.median(walls):.2f} s  "
+              f"(min {min(walls):.2f}, max {max(walls):.2f}; exit {code}); "
               f"CPU (user + system) median {statistics.median(cpus):.2f} s")
-        print(f"merging.merge inside    median {merge_s:.2f} s: reading the reports {read_s:.2f} s, writing the three formats "
-              f"{write_s:.2f} s, judging and building the report {merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
-        print(f"each merge: wall {' / '.join(f'{w:.2f}' for w in walls)} s, CPU {' / '.join(f'{c:.2f}' for c in cpus)} s; "
-              f"load average after {_load()}")
+        print(f"merging.merge inside    median {merge_s:.2f} s: reading the reports {read_s:.2f} s, "
+              f"writing the three formats {write_s:.2f} s, judging and building the report "
+              f"{merge_s - read_s - write_s:.2f} s; peak RSS {max(parts['rss']):.0f} MiB")
+        print(f"each merge: wall {' / '.join(f'{w:.2f}' for w in walls)} s, "
+              f"CPU {' / '.join(f'{c:.2f}' for c in cpus)} s; load average after {_load()}")
         ok = statistics.median(walls) <= MERGE_TARGET_S
         print(f"target: merge of {count} x {n // count:,} at most {MERGE_TARGET_S:g} s: {'PASS' if ok else 'MISS'}")
 
@@ -247,13 +258,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.shard_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("all", "partition", "speedup", "merge"), default="all")
-    parser.add_argument("--cases", type=int, default=8000, help="speed-up suite size (default: %(default)s, 2,000 per shard)")
+    parser.add_argument("--cases", type=int, default=8000,
+                        help="speed-up suite size (default: %(default)s, 2,000 per shard)")
     parser.add_argument("--shards", type=int, default=4, help="shard processes (default: %(default)s)")
-    parser.add_argument("--delay-ms", type=float, default=50.0, help="the live server's delay per answer (default: %(default)s)")
-    parser.add_argument("--concurrency", type=int, default=8, help="--concurrency of each live process (default: %(default)s)")
-    parser.add_argument("--merge-cases", type=int, default=100_000, help="cases over all shards for the merge timing (default: %(default)s)")
+    parser.add_argument("--delay-ms", type=float, default=50.0,
+                        help="the live server's delay per answer (default: %(default)s)")
+    parser.add_argument("--concurrency", type=int, default=8,
+                        help="--concurrency of each live process (default: %(default)s)")
+    parser.add_argument("--merge-cases", type=int, default=100_000,
+                        help="cases over all shards for the merge timing (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="merges timed (default: %(default)s)")
-    parser.add_argument("--trials", type=int, default=1000, help="single-case additions for the partition figures (default: %(default)s)")
+    parser.add_argument("--trials", type=int, default=1000,
+                        help="single-case additions for the partition figures (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     print(f"machine: nproc {os.cpu_count()}, python {sys.version.split()[0]}")

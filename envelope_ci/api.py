@@ -1,4 +1,5 @@
-"""The library API: ``run(config, base) -> RunResult``, the one call the CLI and the Action make (and ``merge`` for shards).
+"""The library API: ``run(config, base) -> RunResult``, the one call the CLI and the Action make (and ``merge`` for
+shards).
 
 The pipeline reads in the package's folder order: sources (fixtures, pins, settings,
 recordings) -> transport (live envelopes) -> grading -> analysis -> report -> formats.
@@ -84,7 +85,8 @@ class Watch:
     def phase(self, doing: str) -> None:
         """``doing`` begins, in the words a report says a run was stopped in ("grading", "writing the reports")."""
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]],
+              graded: dict[str, list[Grade]] | None) -> Graded:
         """Every case's grades: a live run's (``graded``, as they arrived), else its envelopes' graded now."""
         return Graded(graded if graded is not None else grade_all(cases, envelopes))
 
@@ -97,9 +99,12 @@ WRITING_PINS = "writing the pins"
 def _number_problems(config: RunConfig) -> list[str]:
     """Numeric flags out of range, NaN or infinite: named before any request, never found after the run."""
     wrong = [f"{flag} must be a finite number of at least {low}, got {value:g}" for flag, value, low in (
-        ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1), ("--max-attempts", config.retry.max_attempts, 1),
-        ("--retry-budget", 0 if config.retry.run_budget is None else config.retry.run_budget, 0), ("--max-retry-after", config.retry.max_retry_after_s, 0),
-        ("--max-rate-limit-wait", config.retry.max_rate_limit_wait_s, 0)) if not (math.isfinite(value) and value >= low)]
+        ("--concurrency", config.concurrency, 1), ("--repeats", config.repeats, 1),
+        ("--max-attempts", config.retry.max_attempts, 1),
+        ("--retry-budget", 0 if config.retry.run_budget is None else config.retry.run_budget, 0),
+        ("--max-retry-after", config.retry.max_retry_after_s, 0),
+        ("--max-rate-limit-wait", config.retry.max_rate_limit_wait_s, 0))
+        if not (math.isfinite(value) and value >= low)]
     if not (config.timeout_s > 0 and math.isfinite(config.timeout_s)):
         wrong.append(f"--timeout must be a positive finite number of seconds, got {config.timeout_s:g}")
     if config.max_run_time_s is not None and not (config.max_run_time_s > 0 and math.isfinite(config.max_run_time_s)):
@@ -119,7 +124,8 @@ def check_config(config: RunConfig) -> None:
     if config.filters and config.write_pins:
         wrong.append("--write-pins cannot be used with --filter: pins are written from a run of the whole suite")
     if config.shard and (config.filters or config.write_pins):
-        wrong.append(f"--shard cannot be used with {'--filter' if config.filters else '--write-pins'}: a shard is one part of the whole "
+        wrong.append(f"--shard cannot be used with {'--filter' if config.filters else '--write-pins'}: "
+                     "a shard is one part of the whole "
                      "suite, and only the merge of every part is the whole run")
     if config.move_baseline and not config.write_pins:
         wrong.append("--move-baseline only makes sense with --write-pins")
@@ -131,7 +137,8 @@ def check_config(config: RunConfig) -> None:
         wrong.append("--record needs a live run (--base-url or EVAL_BASE_URL)")
     for flag, path in (("--out", config.out_dir), ("--record", config.record)):
         if path is not None and path.resolve().is_relative_to(config.fixtures_dir.resolve()):
-            wrong.append(f"{flag} {path} is inside the fixtures directory {config.fixtures_dir}: what it writes would be read as fixtures "
+            wrong.append(f"{flag} {path} is inside the fixtures directory {config.fixtures_dir}: "
+                         "what it writes would be read as fixtures "
                          "and change the fixtures hash; write it elsewhere")
     if config.base_url and not config.model:
         wrong.append("a live run needs --model (or EVAL_MODEL)")
@@ -149,7 +156,8 @@ def read_base_pins(path: Path) -> BaseSource:
         return BaseSource(None, path.as_posix(), str(exc))
 
 
-def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None, watch: Watch | None = None) -> RunResult:
+def run(config: RunConfig, base: BaseSource | None = None, fetch: Fetcher | None = None,
+        watch: Watch | None = None) -> RunResult:
     """Run the whole pipeline for one configuration and write the reports under ``config.out_dir``."""
     started_at = time.monotonic()  # --max-run-time counts from here
     check_config(config)
@@ -173,18 +181,20 @@ def _excluded(config: RunConfig) -> set[Path]:
 class _Gathered:
     """The envelopes to grade (a live run brings its grades), and what getting them said about the run."""
 
-    envelopes: Mapping[str, Sequence[Envelope]]  # offline: a case's, given when it is graded (sources.recordings.Recorded)
+    # offline: a case's, given when it is graded (sources.recordings.Recorded)
+    envelopes: Mapping[str, Sequence[Envelope]]
     interrupted: tuple[str, ...] = ()  # why a live run stopped early: it blocks the verdict
     remarks: tuple[str, ...] = ()  # how the endpoint behaved: notes for the report
     headers: Mapping[str, str] = field(default_factory=dict)  # resolved: their values are secrets
     replayed: int = 0
-    requests: Mapping[str, Sequence[Mapping[str, object] | None]] = field(default_factory=dict)  # offline: what each case's recordings answered
+    # offline: what each case's recordings answered
+    requests: Mapping[str, Sequence[Mapping[str, object] | None]] = field(default_factory=dict)
     grades: dict[str, list[Grade]] | None = None  # a live run's: graded as they arrived, their bodies let go
     live: LiveRun | None = None  # a live run's concurrency over time and wait on rate limits
 
 
-def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None, suite_ids: set[str],
-               started_at: float) -> _Gathered:
+def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, fetch: Fetcher | None,
+               suite_ids: set[str], started_at: float) -> _Gathered:
     """Live envelopes from the endpoint, or recorded ones (a replay file first, then the fixtures').
 
     A replay line may name any case of the suite (``suite_ids``), selected by ``--filter`` or not.
@@ -192,15 +202,17 @@ def _envelopes(config: RunConfig, cases: Sequence[Case], settings: FileConfig, f
     if config.base_url:
         headers = settings.resolved_headers(os.environ, config.allow_key_env)
         outcome = (fetch or partial(_fetch_live, settings=settings, started_at=started_at))(cases, config, headers)
-        return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers, grades=outcome.grades,
-                         live=outcome.live_run())
+        return _Gathered({}, tuple(outcome.notes) if outcome.interrupted else (), tuple(outcome.remarks()), headers,
+                         grades=outcome.grades, live=outcome.live_run())
     replay = read_replay(config.replay, suite_ids) if config.replay else None
     recorded = offline_envelopes(cases, replay)
     return _Gathered(recorded, replayed=recorded.replayed, requests=recorded.requests)
 
 
-def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig, started_at: float) -> LiveOutcome:
-    """The live client, given plain client settings (it never sees a RunConfig); ``settings`` name the llm-rubric judges.
+def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, str], settings: FileConfig,
+                started_at: float) -> LiveOutcome:
+    """The live client, given plain client settings (it never sees a RunConfig); ``settings`` name the llm-rubric
+    judges.
 
     ``started_at`` is when the run began: --max-run-time counts the loading before the calls too.
     """
@@ -208,7 +220,8 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
     from .transport.judges import judge_settings
     from .transport.live import fetch_envelopes
 
-    judges = judge_settings(cases, settings.endpoints, os.environ, config.timeout_s, settings.path.as_posix() if settings.path else "envelope-ci.yaml")
+    judges = judge_settings(cases, settings.endpoints, os.environ, config.timeout_s,
+                            settings.path.as_posix() if settings.path else "envelope-ci.yaml")
 
     client = ClientSettings(
         base_url=config.base_url or "",
@@ -220,23 +233,27 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
         case_timeout_s=config.timeout_s,
     )
     return fetch_envelopes(cases, client, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
-                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s, started_at=started_at, judges=judges)
+                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s,
+                           started_at=started_at, judges=judges)
 
 
-def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch, started_at: float) -> RunResult:
+def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch,
+         started_at: float) -> RunResult:
     """The run up to its report: ``run`` writes the files."""
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
     cases = load_cases(config.fixtures_dir, excluded)
     settings = load_file_config(config.fixtures_dir, config.config_path)
-    settings = replace(settings, endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
+    settings = replace(settings,
+                       endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
     hide_from_graders((e.api_key_env for e in settings.endpoints.values() if e.api_key_env), settings.headers.values())
     refused = live_refusals(settings, cases, config.base_url, config.allow_key_env) if config.base_url else []
     if refused:  # the settings file is PR content: it never chooses where a secret goes (SECURITY.md)
         raise UsageError(refused)
     pins = read_pins(config.pins_path)
     if config.write_pins:  # refused before a single call when the reason is known already
-        early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins, config.move_baseline)
+        early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins,
+                              config.move_baseline)
         if early:
             raise UsageError(early)
     digests = suite_digests(config.fixtures_dir, excluded, cases)  # the whole suite's, whatever --filter selects
@@ -256,15 +273,18 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     grades = graded.grades
     watch.phase("analysing the results")
     # Offline, a recording must answer the request the case sends now; live runs ask it afresh.
-    recordings = check_recordings(cases, gathered.requests, config.temperature) if not config.base_url else Staleness({}, ())
-    gathered = replace(gathered, envelopes={})  # the bodies are the bulk of a big replay's memory: grades keep what is needed
+    recordings = (check_recordings(cases, gathered.requests, config.temperature) if not config.base_url
+                  else Staleness({}, ()))
+    # the bodies are the bulk of a big replay's memory: grades keep what is needed
+    gathered = replace(gathered, envelopes={})
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
-                     _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale, recordings.unverified)
+                     _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale,
+                     recordings.unverified)
 
     def judged(against: Pins | None) -> Analysis[CaseResult]:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
-        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests, (*gathered.interrupted, *graded.stopped), lowered,
-                       suite if config.shard else None)
+        return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests,
+                       (*gathered.interrupted, *graded.stopped), lowered, suite if config.shard else None)
 
     analysis = judged(pins)
     pins_written: Path | None = None
@@ -278,15 +298,18 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
         analysis = judged(pins)
     base_diff = _base_diff(analysis, base, pins, suite_ids.difference(c.id for c in cases) if config.shard else ())
     run_info = _run_info(config, settings, partial)
-    notes = run_notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks, recordings.unverified)
+    notes = run_notes(run_info, pins is not None, base_diff, gathered.replayed, len(cases), gathered.remarks,
+                      recordings.unverified)
     if pins is not None and pins.unknown:
         notes.append(f"the pins file has keys this release does not know, read past: {', '.join(pins.unknown)} "
                      "(a newer envelope-ci wrote them; docs/pins.md, 'How the format evolves')")
     if config.shard:
         notes.append(shard_note(config.shard, len(cases), len(suite)))
-    report = msgspec.structs.replace(build_report(analysis, run_info, notes, base_diff, pins_update), live=gathered.live)
+    report = msgspec.structs.replace(build_report(analysis, run_info, notes, base_diff, pins_update),
+                                     live=gathered.live)
     if config.shard:
-        seen = ShardRun(pins, base.pins if base else None, gathered.replayed, (*gathered.interrupted, *graded.stopped), gathered.remarks, recordings.stale, recordings.unverified)
+        seen = ShardRun(pins, base.pins if base else None, gathered.replayed, (*gathered.interrupted, *graded.stopped),
+                        gathered.remarks, recordings.stale, recordings.unverified)
         report = msgspec.structs.replace(report, shard=shard_info(config.shard, suite, analysis, grades, seen))
     secrets = Secrets([config.api_key, *gathered.headers.values(), *endpoint_secrets(config.base_url)])
     if secrets:  # an endpoint may echo the key back into an answer or an error
@@ -298,7 +321,8 @@ def _gathering(config: RunConfig) -> str:
     """The phase that gets the envelopes, as a report names it."""
     if config.base_url:
         return CALLING
-    return f"reading the recordings in {config.replay.as_posix()}" if config.replay else "reading the fixtures' recordings"
+    return (f"reading the recordings in {config.replay.as_posix()}" if config.replay
+            else "reading the fixtures' recordings")
 
 
 def _write_pins(config: RunConfig, analysis: Analysis[CaseResult], old: Pins | None, settings: FileConfig,
@@ -315,8 +339,10 @@ def _write_pins(config: RunConfig, analysis: Analysis[CaseResult], old: Pins | N
     return pins_update_of(analysis, old, written), written
 
 
-def _base_diff(analysis: Analysis[CaseResult], base: BaseSource | None, head: Pins | None, elsewhere: Collection[str] = ()) -> BaseDiff | None:
-    """The per-case diff of this PR's pins against the base branch's, when the base was looked for (``elsewhere``: other shards' cases)."""
+def _base_diff(analysis: Analysis[CaseResult], base: BaseSource | None, head: Pins | None,
+               elsewhere: Collection[str] = ()) -> BaseDiff | None:
+    """The per-case diff of this PR's pins against the base branch's, when the base was looked for (``elsewhere``:
+    other shards' cases)."""
     if base is None:
         return None
     return BaseDiff(
@@ -338,7 +364,8 @@ def _pins_of(pins: Pins | None, cases: Sequence[Case]) -> Pins | None:
 def _partial_blocker(partial: PartialRun | None) -> str | None:
     if partial is None:
         return None
-    return (f"partial run: --filter selected {partial.selected} of {partial.total} case(s), so strata were not judged and "
+    return (f"partial run: --filter selected {partial.selected} of {partial.total} case(s), "
+            "so strata were not judged and "
             "the run cannot pass; run the whole suite for a verdict")
 
 

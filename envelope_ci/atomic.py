@@ -19,7 +19,8 @@ def write_text(path: Path, text: str) -> None:
 
 
 def write_parts(path: Path, parts: Iterable[str]) -> None:
-    """Replace ``path`` with the text of ``parts`` (UTF-8) atomically, each part written as it comes (a text made in parts is never whole)."""
+    """Replace ``path`` with the text of ``parts`` (UTF-8) atomically, each part written as it comes (a text made in
+    parts is never whole)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = _create_sibling(path)
     try:

@@ -96,7 +96,8 @@ def truthy(value: str | None) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envelope-ci",
-        description="Gate changes on LLM prompt evals: label every envelope (drop, empty, truncated, schema, wrong, right), "
+        description="Gate changes on LLM prompt evals: label every envelope "
+        "(drop, empty, truncated, schema, wrong, right), "
         "judge four channels (correctness, schema, size, time) against pinned last-good values, keep difficulty strata "
         "as separate instruments, and fail only on a real regression.",
         epilog=EPILOG,
@@ -107,90 +108,130 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="grade a fixtures directory and write report.json, report.md, junit.xml",
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path, help="directory of .yaml/.yml/.json/.jsonl cases (searched recursively)")
+    run.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path,
+                     help="directory of .yaml/.yml/.json/.jsonl cases (searched recursively)")
     run.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME})")
-    run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), metavar="DIR", help="output directory (default: %(default)s)")
+    run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), metavar="DIR",
+                     help="output directory (default: %(default)s)")
     run.add_argument("--config", type=Path, help="thresholds file (default: FIXTURES_DIR/envelope-ci.yaml if present)")
     live = run.add_argument_group("live runs (without --base-url, recorded envelopes are graded offline)")
     live.add_argument("--base-url", default=os.environ.get("EVAL_BASE_URL") or None,
-                      help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (env EVAL_BASE_URL); the key comes from EVAL_API_KEY only")
-    live.add_argument("--model", default=os.environ.get("EVAL_MODEL") or None, help="model name to request (env EVAL_MODEL)")
+                      help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (env EVAL_BASE_URL); "
+                      "the key comes from EVAL_API_KEY only")
+    live.add_argument("--model", default=os.environ.get("EVAL_MODEL") or None,
+                      help="model name to request (env EVAL_MODEL)")
     live.add_argument("--concurrency", type=int, default=4,
-                      help="the most requests in flight at once; 429s lower it for a while, answers raise it back (default: %(default)s)")
-    live.add_argument("--repeats", type=int, default=1, help="calls per case; median and p95 come from them (default: %(default)s)")
+                      help="the most requests in flight at once; 429s lower it for a while, answers raise it back "
+                      "(default: %(default)s)")
+    live.add_argument("--repeats", type=int, default=1,
+                      help="calls per case; median and p95 come from them (default: %(default)s)")
     live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
-    live.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, part of the fingerprint (default: %(default)s)")
+    live.add_argument("--temperature", type=float, default=0.0,
+                      help="sampling temperature, part of the fingerprint (default: %(default)s)")
     live.add_argument("--timeout", type=float, default=120.0,
-                      help="per-attempt deadline in seconds, connect to last byte, unless the case sets timeout_s (default: %(default)s)")
+                      help="per-attempt deadline in seconds, connect to last byte, unless the case sets timeout_s "
+                      "(default: %(default)s)")
     live.add_argument("--max-run-time", type=float, metavar="SECONDS",
-                      help="bound the whole run (loading, calls, grading, reports): live calls stop this many seconds after they begin "
-                      "(calls in flight get 5 s more); a run still going 2 s past its time (a fixture's regex that never ends, say) is "
-                      "stopped. Either way the reports say what finished, no pins are written, and the exit code is 3 (inconclusive)")
-    live.add_argument("--max-attempts", type=int, default=3, help="attempts per call for drops and empties (a 503 counts half, a 429 none); answers are never retried (default: %(default)s)")
+                      help="bound the whole run (loading, calls, grading, reports): live calls stop this many seconds "
+                      "after they begin (calls in flight get 5 s more); a run still going 2 s past its time "
+                      "(a fixture's regex that never ends, say) is stopped. Either way the reports say what finished, "
+                      "no pins are written, and the exit code is 3 (inconclusive)")
+    live.add_argument("--max-attempts", type=int, default=3,
+                      help="attempts per call for drops and empties (a 503 counts half, a 429 none); "
+                      "answers are never retried (default: %(default)s)")
     live.add_argument("--retry-budget", type=int, default=None,
-                      help="retries allowed across the whole run (default: half a retry per call, cases x repeats, at least 100)")
-    live.add_argument("--max-retry-after", type=float, default=60.0, help="longest Retry-After wait honoured, seconds (default: %(default)s)")
+                      help="retries allowed across the whole run "
+                      "(default: half a retry per call, cases x repeats, at least 100)")
+    live.add_argument("--max-retry-after", type=float, default=60.0,
+                      help="longest Retry-After wait honoured, seconds (default: %(default)s)")
     live.add_argument("--max-rate-limit-wait", type=float, default=600.0,
-                      help="total seconds the run may wait on rate limits (429); such waits do not use up attempts (default: %(default)s)")
+                      help="total seconds the run may wait on rate limits (429); such waits do not use up attempts "
+                      "(default: %(default)s)")
     live.add_argument("--record", type=Path, help="save every envelope of a live run as JSONL, flushed per case")
-    live.add_argument("--endpoint", dest="endpoint_urls", action="append", default=[], type=_endpoint_arg, metavar="NAME=URL",
+    live.add_argument("--endpoint", dest="endpoint_urls", action="append", default=[], type=_endpoint_arg,
+                      metavar="NAME=URL",
                       help="base URL of an endpoint named in envelope-ci.yaml (an llm-rubric judge), for this run "
                       "(repeatable); the settings file's own URL is called only at the --base-url host")
     live.add_argument("--allow-key-env", dest="allow_key_env", action="append", default=[], type=_key_env_arg,
                       metavar="NAME", help="let envelope-ci.yaml send this environment variable: a judge's "
                       "api_key_env, ${NAME} in headers (repeatable); nothing else is read, and EVAL_API_KEY "
                       "goes only to the --base-url host")
-    run.add_argument("--replay", type=Path, help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
+    run.add_argument("--replay", type=Path,
+                     help="grade a recordings JSONL (from --record) instead of what the fixtures embed; "
                      "cases it lacks fall back to their own recordings, and the report says how many came from each")
     lanes = run.add_argument_group("lanes and pins")
     lanes.add_argument("--lane", choices=[lane.value for lane in Lane], default=Lane.SMOKE.value,
                        help="smoke explores; only adjudication may write pins (default: %(default)s)")
-    lanes.add_argument("--endpoint-class", default="unspecified", help="names the serving setup, part of the fingerprint (default: %(default)s)")
-    lanes.add_argument("--write-pins", action="store_true", help="write this run's results as the pins (adjudication, outside CI)")
-    lanes.add_argument("--move-baseline", action="store_true", help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
-    lanes.add_argument("--base-pins", type=Path, help="the base branch's pins file, for the per-case diff in the report")
+    lanes.add_argument("--endpoint-class", default="unspecified",
+                       help="names the serving setup, part of the fingerprint (default: %(default)s)")
+    lanes.add_argument("--write-pins", action="store_true",
+                       help="write this run's results as the pins (adjudication, outside CI)")
+    lanes.add_argument("--move-baseline", action="store_true",
+                       help="with --write-pins: accept a new fingerprint (model, endpoint class, temperature)")
+    lanes.add_argument("--base-pins", type=Path,
+                       help="the base branch's pins file, for the per-case diff in the report")
     lanes.add_argument("--allow-unverified-recordings", action="store_true",
                        help="with --write-pins: pin recordings that carry no request record (you checked their answers "
                        "are real); envelope-ci.yaml cannot allow it")
     run.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
-                     help="also write this report format (repeatable); built-ins: console (summary.txt); json, markdown and junit are always written; "
+                     help="also write this report format (repeatable); built-ins: console (summary.txt); "
+                     "json, markdown and junit are always written; "
                      "plug-ins register more (docs/plugins.md)")
     run.add_argument("--filter", dest="filters", action="append", default=[], metavar="PATTERN",
-                     help=f"grade only the cases a filter selects (repeatable: a case is in when it matches any): {FILTER_HELP}. "
-                     "A partial run checks the fixtures in full but never passes (at best inconclusive, exit 3) and never writes pins")
+                     help="grade only the cases a filter selects (repeatable: a case is in when it matches any): "
+                     f"{FILTER_HELP}. "
+                     "A partial run checks the fixtures in full but never passes (at best inconclusive, exit 3) "
+                     "and never writes pins")
     run.add_argument("--shard", type=_shard_arg, metavar="I/N", help=SHARD_HELP)
     run.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
-    merge = sub.add_parser("merge", help="merge every shard's report.json (run --shard I/N) into the whole run's reports and verdict",
-                           description=MERGE_DESCRIPTION, epilog=MERGE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    merge.add_argument("reports", metavar="REPORT", type=Path, nargs="+", help="the report.json of each shard, in any order")
-    merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the merged report.json, report.md and junit.xml go")
-    merge.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME", help="also write this report format, as run --format")
+    merge = sub.add_parser("merge",
+                           help="merge every shard's report.json (run --shard I/N) into the whole run's reports "
+                           "and verdict",
+                           description=MERGE_DESCRIPTION, epilog=MERGE_EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    merge.add_argument("reports", metavar="REPORT", type=Path, nargs="+",
+                       help="the report.json of each shard, in any order")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR",
+                       help="where the merged report.json, report.md and junit.xml go")
+    merge.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
+                       help="also write this report format, as run --format")
     merge.add_argument("--quiet", action="store_true", help="print only the verdict line")
 
     hash_cmd = sub.add_parser("hash", help="print the fixtures hash (what the pins file records)",
-                              description="Validate FIXTURES_DIR and print its hash: one digest over every file in it (hidden files, "
-                              "the pins file and a --replay file left out). A run fails with fixtures_changed while this differs "
-                              "from the pins' fixtures_hash.")
+                              description="Validate FIXTURES_DIR and print its hash: one digest over every file in it "
+                              "(hidden files, the pins file and a --replay file left out). "
+                              "A run fails with fixtures_changed while this differs from the pins' fixtures_hash.")
     hash_cmd.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path, help="directory of fixture files")
-    hash_cmd.add_argument("--pins", type=Path, help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
-    hash_cmd.add_argument("--replay", type=Path, help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
+    hash_cmd.add_argument("--pins", type=Path,
+                          help=f"pins file to leave out of the hash (default: FIXTURES_DIR/{PINS_NAME})")
+    hash_cmd.add_argument("--replay", type=Path,
+                          help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
 
     schema = sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors) or of report.json",
-                            description="Print the JSON Schema every fixture case is validated against (the default; point your editor's "
-                            "YAML/JSON language server at it to get completion and typo checks while writing cases), or with 'report' the "
+                            description="Print the JSON Schema every fixture case is validated against "
+                            "(the default; point your editor's YAML/JSON language server at it to get completion "
+                            "and typo checks while writing cases), or with 'report' the "
                             "schema of report.json, for tools that read it.")
     schema.add_argument("which", nargs="?", choices=("case", "report"), default="case", help="case (default) or report")
 
-    init = sub.add_parser("init", help="start a fixtures directory: example cases that pass offline, settings, a workflow",
-                          description=INIT_DESCRIPTION, epilog=INIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    init.add_argument("directory", metavar="DIR", nargs="?", type=Path, default=Path("evals"), help="the fixtures directory to create (default: %(default)s)")
-    init.add_argument("--no-workflow", action="store_true", help="do not write .github/workflows/envelope-ci.yml (you have one already)")
+    init = sub.add_parser("init",
+                          help="start a fixtures directory: example cases that pass offline, settings, a workflow",
+                          description=INIT_DESCRIPTION, epilog=INIT_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    init.add_argument("directory", metavar="DIR", nargs="?", type=Path, default=Path("evals"),
+                      help="the fixtures directory to create (default: %(default)s)")
+    init.add_argument("--no-workflow", action="store_true",
+                      help="do not write .github/workflows/envelope-ci.yml (you have one already)")
 
-    imp = sub.add_parser("import", help="write a live run's recordings (run --record) into the fixtures, for offline runs",
-                         description=IMPORT_DESCRIPTION, epilog=IMPORT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    imp.add_argument("recordings", metavar="RECORDINGS", type=Path, help="a JSONL file written by run --record (outside the fixtures directory)")
-    imp.add_argument("--into", metavar="FIXTURES_DIR", type=Path, required=True, help="the fixtures directory whose cases get the envelopes")
+    imp = sub.add_parser("import",
+                         help="write a live run's recordings (run --record) into the fixtures, for offline runs",
+                         description=IMPORT_DESCRIPTION, epilog=IMPORT_EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    imp.add_argument("recordings", metavar="RECORDINGS", type=Path,
+                     help="a JSONL file written by run --record (outside the fixtures directory)")
+    imp.add_argument("--into", metavar="FIXTURES_DIR", type=Path, required=True,
+                     help="the fixtures directory whose cases get the envelopes")
     return parser
 
 
@@ -232,8 +273,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         stream=args.stream,
         timeout_s=args.timeout,
         max_run_time_s=args.max_run_time,
-        retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget, max_retry_after_s=args.max_retry_after,
-                          max_rate_limit_wait_s=args.max_rate_limit_wait),
+        retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget,
+                          max_retry_after_s=args.max_retry_after, max_rate_limit_wait_s=args.max_rate_limit_wait),
         record=args.record,
         replay=args.replay,
         config_path=args.config,
@@ -278,7 +319,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 @contextmanager
 def collector_paused(wanted: bool) -> Iterator[None]:
-    """The cyclic garbage collector off while an offline run or a merge is made (``wanted``), the one speed measure kept.
+    """The cyclic garbage collector off while an offline run or a merge is made (``wanted``), the one speed measure
+    kept.
 
     Why: their records are trees that reference counting frees, and the collector re-walking them is
     the largest single cost of a big run (measured in bench/README.md, "The collector"). A live run
@@ -380,7 +422,8 @@ def _main(argv: Sequence[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage already; keep its code
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE)
-    handlers = {"run": cmd_run, "merge": cmd_merge, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init, "import": cmd_import}
+    handlers = {"run": cmd_run, "merge": cmd_merge, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init,
+                "import": cmd_import}
     try:
         return handlers[args.command](args)
     except UsageError as exc:
@@ -398,5 +441,6 @@ def _main(argv: Sequence[str] | None) -> int:
         print("envelope-ci: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug of ours must not exit 1, which CI reads as a regression
-        print(one_line(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}"), file=sys.stderr)
+        print(one_line(f"error: internal error in envelope-ci (please report it): {type(exc).__name__}: {exc}"),
+              file=sys.stderr)
         return int(ExitCode.USAGE)

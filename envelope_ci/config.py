@@ -12,7 +12,8 @@ OUT_OF_TIME = "the run reached --max-run-time"
 
 
 def out_of_time(limit_s: float) -> str:
-    """``the run reached --max-run-time (N s)``: one wording for the live pool, the supervisor and the partial reports."""
+    """``the run reached --max-run-time (N s)``: one wording for the live pool, the supervisor and the partial
+    reports."""
     return f"{OUT_OF_TIME} ({limit_s:g} s)"
 
 
@@ -49,7 +50,8 @@ class RunConfig:
     formats: tuple[str, ...] = ()  # report formats written besides report.json, report.md and junit.xml
     filters: tuple[str, ...] = ()  # --filter: grade only the cases any of these select (a partial run)
     shard: ShardSpec | None = None  # --shard I/N: grade one part of the suite; envelope-ci merge judges the whole
-    endpoint_urls: tuple[tuple[str, str], ...] = ()  # --endpoint NAME=URL: a named endpoint's (a judge's) base URL for this run
+    # --endpoint NAME=URL: a named endpoint's (a judge's) base URL for this run
+    endpoint_urls: tuple[tuple[str, str], ...] = ()
     # --allow-key-env NAME: variables envelope-ci.yaml may send (a judge's api_key_env, ${NAME} in headers)
     allow_key_env: tuple[str, ...] = ()
     # --allow-unverified-recordings: --write-pins may pin recordings without a request record (the re-pinner vouches)

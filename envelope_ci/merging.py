@@ -18,9 +18,12 @@ from .result import RunResult
 
 
 def merge(paths: Sequence[Path], out_dir: Path, formats: Sequence[str] = ()) -> RunResult:
-    """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written under ``out_dir``."""
+    """Every shard's report.json of one run (``run --shard I/N``) judged as the whole run, and its reports written
+    under ``out_dir``."""
     whole = read_shards(read_texts(paths))
-    analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds, whole.interrupted, whole.lowered)
-    notes = run_notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks, whole.shape.unverified)
+    analysis = conclude(whole.results, whole.fingerprint, whole.fixtures, whole.shape, whole.run.thresholds,
+                        whole.interrupted, whole.lowered)
+    notes = run_notes(whole.run, whole.pinned, whole.base, whole.replayed, len(whole.results), whole.remarks,
+                      whole.shape.unverified)
     report = merged_report(analysis, whole.run, notes, whole.base, whole.rows, whole.row_gates)
     return RunResult(report, VERDICT_EXIT[analysis.verdict], write_reports(report, out_dir, formats))

@@ -199,8 +199,10 @@ class Expectation(Data, frozen=True):
         return self.kind.check_not(answer, self.value, case)
 
     def failures_as(self, failure: Failure, answer: Any, case: Any) -> list[str]:
-        """Its failures of one kind: grading asks for the shape ones first, then the content ones (only those in ``kind.judged_as``)."""
-        found = list(self.kind.check_shape(answer, self.value, case)) if failure is Failure.SCHEMA and self.kind.check_shape else []
+        """Its failures of one kind: grading asks for the shape ones first, then the content ones (only those in
+        ``kind.judged_as``)."""
+        found = (list(self.kind.check_shape(answer, self.value, case))
+                 if failure is Failure.SCHEMA and self.kind.check_shape else [])
         return found + list(self.failures(answer, case)) if self.kind.failure is failure else found
 
 
@@ -262,7 +264,8 @@ class Envelope(Data, frozen=True):
     stream_complete: bool | None = None
     notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
     request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
-    judgements: Mapping[str, Envelope] = msgspec.field(default_factory=dict)  # llm-rubric text -> the judge's own envelope (grading.rubric)
+    # llm-rubric text -> the judge's own envelope (grading.rubric)
+    judgements: Mapping[str, Envelope] = msgspec.field(default_factory=dict)
 
 
 class Grade(Data, frozen=True):
@@ -298,8 +301,10 @@ class Thresholds(Data, frozen=True):
     require_strata: bool = False
     min_delivered_share: float = 1.0
     fingerprint_change: str = "fail"  # fail | warn: a delivered case measured under another fingerprint than its pin's
-    baseline_lowered: str = "warn"  # warn | fail: this PR's pins downgrade or drop a case the base branch had right and stable
-    recordings: str = "lenient"  # lenient | strict: recordings that do not say what request they answered are a note, or an alert
+    # warn | fail: this PR's pins downgrade or drop a case the base branch had right and stable
+    baseline_lowered: str = "warn"
+    # lenient | strict: recordings that do not say what request they answered are a note, or an alert
+    recordings: str = "lenient"
 
 
 class RetryPolicy(Data, frozen=True):
@@ -318,7 +323,8 @@ class RetryPolicy(Data, frozen=True):
 
 
 class Fingerprint(Data, frozen=True, omit_defaults=True):
-    """Which experiment produced a measurement (``judge`` is left out of files while None: the only field with a default)."""
+    """Which experiment produced a measurement (``judge`` is left out of files while None: the only field with a
+    default)."""
 
     lane: str
     endpoint_class: str
@@ -337,7 +343,9 @@ class Fingerprint(Data, frozen=True, omit_defaults=True):
         if pinned is None:
             return "the pin has no fingerprint"
         names = ("endpoint class", "model id", "temperature", "grader version", "judge")
-        diffs = [f"{n} {theirs} → {mine}" for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True) if mine != theirs]
+        diffs = [f"{n} {theirs} → {mine}"
+                 for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True)
+                 if mine != theirs]
         return ", ".join(diffs) or "same experiment"
 
     @classmethod

@@ -52,7 +52,8 @@ def _kind(schema: Mapping[str, Any]) -> str:
     """A setting's type and range in a few words, from its schema."""
     if "enum" in schema:
         return " | ".join(map(str, schema["enum"]))
-    kind = {"number": "number", "integer": "integer", "boolean": "boolean", "object": "mapping"}.get(schema.get("type", ""), "value")
+    kind = {"number": "number", "integer": "integer", "boolean": "boolean",
+            "object": "mapping"}.get(schema.get("type", ""), "value")
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
         return f"{kind} {low}-{high}"
@@ -248,14 +249,17 @@ def plan(directory: Path, workflow: bool, root: Path) -> Scaffold:
         try:
             fixtures = directory.resolve().relative_to(root.resolve()).as_posix()
         except ValueError:
-            raise UsageError(f"{shown} is outside {root.as_posix()}: run init from the repository's root, or pass --no-workflow") from None
+            raise UsageError(f"{shown} is outside {root.as_posix()}: run init from the repository's root, "
+                             "or pass --no-workflow") from None
         files[root / WORKFLOW] = _workflow(fixtures)
         added.append((root / WORKFLOW).as_posix())
     quoted = shlex.quote(shown)
     return Scaffold(files, (
         (f"envelope-ci run {quoted}", "grade the recorded answers offline: no key, no network"),
-        (f"envelope-ci run {quoted} --lane adjudication --write-pins", "write the pins every pull request is judged against"),
-        (f"git add {' '.join(map(shlex.quote, added))} && git commit -m 'Add envelope-ci evals and pins'", "commit them"),
+        (f"envelope-ci run {quoted} --lane adjudication --write-pins",
+         "write the pins every pull request is judged against"),
+        (f"git add {' '.join(map(shlex.quote, added))} && git commit -m 'Add envelope-ci evals and pins'",
+         "commit them"),
     ), directory)
 
 
@@ -263,7 +267,8 @@ def write(scaffold: Scaffold) -> None:
     """Write every file, or none when any of them exists already (init never overwrites)."""
     taken = [path for path in scaffold.files if path.exists()]
     if taken:
-        raise UsageError([Problem(path.as_posix(), None, None, "already exists: init never overwrites a file; move it away, "
+        raise UsageError([Problem(path.as_posix(), None, None,
+                                  "already exists: init never overwrites a file; move it away, "
                                   "or init another directory") for path in taken])
     for path, text in scaffold.files.items():
         atomic.write_text(path, text)

@@ -36,7 +36,8 @@ def parse_shard(text: str) -> ShardSpec:
 
 
 def shard_numbers(ids: Sequence[str], count: int) -> list[int]:
-    """Each id's shard (from 1): ids in the order of their sha256, cut into ``count`` runs whose sizes differ by at most one.
+    """Each id's shard (from 1): ids in the order of their sha256, cut into ``count`` runs whose sizes differ by at
+    most one.
 
     Both asks of a partition cannot hold at once: if adding a case never moved another, each
     id would keep one shard for good, and some suite would then put two cases in one shard and
@@ -63,12 +64,13 @@ def blocker(spec: ShardSpec | None, graded: int, total: int) -> str | None:
     """Why a shard cannot pass on its own: strata are judged on the whole suite only."""
     if spec is None:
         return None
-    return (f"shard {spec}: graded {graded} of {total} case(s), so strata were not judged and this verdict is provisional; "
+    return (f"shard {spec}: graded {graded} of {total} case(s), so strata were not judged and this verdict is "
+            "provisional; "
             "run envelope-ci merge over every shard's report.json for the run's verdict")
 
 
 def note(spec: ShardSpec, graded: int, total: int) -> str:
     """What a shard's report is, for whoever reads it alone."""
-    return (f"shard {spec}: graded {graded} of the suite's {total} case(s), chosen by the hash of their ids; the fixtures "
-            "were checked in full, so the fixtures, fingerprint and pin findings hold for the whole run, and a regression "
-            "here fails it; strata are judged by envelope-ci merge")
+    return (f"shard {spec}: graded {graded} of the suite's {total} case(s), chosen by the hash of their ids; "
+            "the fixtures were checked in full, so the fixtures, fingerprint and pin findings hold for the whole run, "
+            "and a regression here fails it; strata are judged by envelope-ci merge")

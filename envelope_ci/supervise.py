@@ -1,4 +1,5 @@
-"""--max-run-time over the whole run: the run in a forked child, the clock in the parent, partial reports when time is up.
+"""--max-run-time over the whole run: the run in a forked child, the clock in the parent, partial reports when time is
+up.
 
 A thread cannot stop Python inside a regular expression that backtracks for ever (a fixture's
 schema ``pattern`` or ``regex`` assertion, say): ``re`` holds the interpreter lock, so no other
@@ -73,15 +74,17 @@ def run(config: RunConfig, base: BaseSource | None = None) -> RunResult:
     limit = config.max_run_time_s
     started = time.monotonic()
     seen = _Seen()
-    finished = _in_child(lambda channel: channel.send(("result", api.run(config, base, watch=_Streaming(channel, started, limit)))),
-                         partial(_kill_at, started, limit), seen)
+    finished = _in_child(
+        lambda channel: channel.send(("result", api.run(config, base, watch=_Streaming(channel, started, limit)))),
+        partial(_kill_at, started, limit), seen)
     if finished and seen.out_of_time is None:
         return seen.outcome()
     return _partial_reports(config, base, seen, limit)
 
 
 def _kill_at(started: float, limit: float, seen: _Seen) -> float:
-    """When a run still going is killed: ``limit`` s after its start, and the graces after that (a live run's calls in flight get theirs).
+    """When a run still going is killed: ``limit`` s after its start, and the graces after that (a live run's calls
+    in flight get theirs).
 
     A run asked to stop (SIGTERM, Ctrl-C) that has not ended STOP_GRACE_S later is killed then: stuck where no
     signal handler runs, it would otherwise hold the caller until its deadline.
@@ -126,7 +129,8 @@ class _Seen:
         return self.result is not None or self.raised is not None or self.out_of_time is not None
 
     def stuck(self) -> str | None:
-        """The case being graded when the run was stopped (they are graded in order, one at a time), if it was grading."""
+        """The case being graded when the run was stopped (they are graded in order, one at a time), if it was
+        grading."""
         return next((i for i in self.order if i not in self.grades), None) if self.doing == _GRADING else None
 
     def outcome(self) -> RunResult:
@@ -154,7 +158,8 @@ class _Streaming(api.Watch):
             raise _OutOfTime(doing)
         self.channel.send(("phase", doing))
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]],
+              graded: dict[str, list[Grade]] | None) -> Graded:
         """One case at a time, as ``grade_all`` grades each (on one core), each sent as soon as it is graded."""
         if graded is not None:  # a live run's, graded as they arrived
             self.channel.send(("graded", graded))
@@ -169,7 +174,8 @@ class _Streaming(api.Watch):
 
 @dataclass(frozen=True)
 class _Stopped:
-    """Where the run was when it was stopped, and why (its time ran out, or it was asked to), in the words of the reports."""
+    """Where the run was when it was stopped, and why (its time ran out, or it was asked to), in the words of the
+    reports."""
 
     reached: str  # ``out_of_time``'s words, or that it was asked to stop and had not
     doing: str
@@ -183,18 +189,22 @@ class _Stopped:
 
 
 class _Known(api.Watch):
-    """The partial reports' grading: the grades the run made before it was stopped, and for every other case a drop that says why."""
+    """The partial reports' grading: the grades the run made before it was stopped, and for every other case a drop
+    that says why."""
 
     def __init__(self, grades: Mapping[str, list[Grade]], stopped: _Stopped) -> None:
         self.known, self.stopped = grades, stopped
 
-    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]], graded: dict[str, list[Grade]] | None) -> Graded:
+    def grade(self, cases: Sequence[Case], envelopes: Mapping[str, Sequence[Envelope]],
+              graded: dict[str, list[Grade]] | None) -> Graded:
         reached = self.stopped.reached
-        grades = {c.id: self.known.get(c.id) or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
-                                                             else f"not run: {reached} {self.stopped.where()}; this case was not graded")]
+        grades = {c.id: self.known.get(c.id)
+                  or [_not_graded(c, f"not graded: {reached} while grading this case" if c.id == self.stopped.stuck
+                                  else f"not run: {reached} {self.stopped.where()}; this case was not graded")]
                   for c in cases}
         done = sum(c.id in self.known for c in cases)
-        return Graded(grades, (f"{self.stopped.headline()} and was stopped: {done} of {len(cases)} case(s) graded, {len(cases) - done} not graded",))
+        return Graded(grades, (f"{self.stopped.headline()} and was stopped: {done} of {len(cases)} case(s) graded, "
+                               f"{len(cases) - done} not graded",))
 
 
 def _not_graded(case: Case, why: str) -> Grade:
@@ -209,17 +219,20 @@ def _no_calls(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, st
 
 
 def _partial_reports(config: RunConfig, base: BaseSource | None, seen: _Seen, limit: float) -> RunResult:
-    """The reports of a run stopped at --max-run-time, written from what it said it had done (in a child too: they must end)."""
+    """The reports of a run stopped at --max-run-time, written from what it said it had done (in a child too: they
+    must end)."""
     asked = seen.stop_asked is not None and seen.stop_asked + STOP_GRACE_S < seen.started + limit
     reached = f"the run was asked to stop and had not {STOP_GRACE_S:g} s later" if asked else out_of_time(limit)
     stopped = _Stopped(reached, seen.doing or "starting", seen.stuck())
     if seen.doing is None or seen.doing.startswith(_BEFORE_CASES):
         raise RanOutOfTime(f"{stopped.headline()} and was stopped; no report was written: nothing had been graded")
     print(f"envelope-ci: {stopped.headline()}: stopped it, writing the reports for what it had done", file=sys.stderr)
-    partial_config = replace(config, write_pins=False, move_baseline=False, formats=() if seen.doing == _WRITING_REPORTS else config.formats)
+    partial_config = replace(config, write_pins=False, move_baseline=False,
+                             formats=() if seen.doing == _WRITING_REPORTS else config.formats)
     written = _Seen()
     give_up = time.monotonic() + max(limit, PARTIAL_AT_LEAST_S)
-    if _in_child(lambda channel: channel.send(("result", api.run(partial_config, base, _no_calls, _Known(seen.grades, stopped)))),
+    if _in_child(lambda channel: channel.send(("result", api.run(partial_config, base, _no_calls,
+                                                                 _Known(seen.grades, stopped)))),
                  lambda _: give_up, written):
         return written.outcome()
     raise RanOutOfTime(f"{stopped.headline()} and was stopped; the partial reports could not be written in time either")
@@ -256,7 +269,8 @@ def _complete(buffer: bytearray) -> Iterator[tuple[Any, ...]]:
 
 
 def _in_child(work: Callable[[_Channel], None], kill_at: Callable[[_Seen], float], seen: _Seen) -> bool:
-    """Run ``work`` in a forked child, its messages into ``seen``; False when it was still running at ``kill_at(seen)`` and was killed.
+    """Run ``work`` in a forked child, its messages into ``seen``; False when it was still running at ``kill_at(seen)``
+    and was killed.
 
     While it runs, Ctrl-C and SIGTERM are the child's to answer (a first one stops a live run
     politely, a second Ctrl-C leaves at once), as they are an unsupervised run's.
@@ -300,7 +314,8 @@ def _follow(fd: int, pid: int, kill_at: Callable[[_Seen], float], seen: _Seen) -
 
 
 def _child(work: Callable[[_Channel], None], fd: int, handlers: Mapping[int, Any]) -> NoReturn:
-    """The child's whole life: its own process group (killed whole), the signal handlers of before, the work, then out."""
+    """The child's whole life: its own process group (killed whole), the signal handlers of before, the work, then
+    out."""
     try:
         parent = os.getppid()
         with contextlib.suppress(OSError):
@@ -325,7 +340,8 @@ def _child(work: Callable[[_Channel], None], fd: int, handlers: Mapping[int, Any
 
 
 def _die_with(parent: int) -> None:
-    """This child killed when its parent dies (Linux): in its own process group, it would outlive a killed caller's group."""
+    """This child killed when its parent dies (Linux): in its own process group, it would outlive a killed caller's
+    group."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -346,7 +362,8 @@ def _picklable(exc: BaseException) -> BaseException:
 
 
 class _Forwarding:
-    """The parent's Ctrl-C and SIGTERM handler while a child runs: pass them on (once the child is known), and restore after."""
+    """The parent's Ctrl-C and SIGTERM handler while a child runs: pass them on (once the child is known), and
+    restore after."""
 
     def __init__(self, seen: _Seen) -> None:
         self.seen = seen

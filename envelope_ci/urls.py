@@ -51,7 +51,8 @@ def url_problem(url: str) -> str | None:
     if parts is None:
         return f"{redact(url)!r} is not a URL"
     if parts.scheme not in ("http", "https"):
-        return f"{redact(url)!r} needs http:// or https:// (got {parts.scheme + '://' if parts.scheme else 'no scheme'})"
+        return (f"{redact(url)!r} needs http:// or https:// "
+                f"(got {parts.scheme + '://' if parts.scheme else 'no scheme'})")
     try:
         port = parts.port
     except ValueError:

@@ -10,7 +10,8 @@ the same way outside a container:
 
 Environment read: ``INPUT_<NAME>`` for every input of action.yml (``INPUT_BASE-URL`` as the
 runner spells it, or ``INPUT_BASE_URL``), ``EVAL_API_KEY`` (the endpoint key, never an
-input) and the variables the ``allow-key-env`` input names (a judge's key, ``${NAME}`` in headers), ``EVAL_BASE_URL``/``EVAL_MODEL`` when the inputs leave them empty, and
+input) and the variables the ``allow-key-env`` input names (a judge's key, ``${NAME}`` in headers),
+``EVAL_BASE_URL``/``EVAL_MODEL`` when the inputs leave them empty, and
 ``GITHUB_EVENT_PATH``, ``GITHUB_EVENT_NAME``, ``GITHUB_REPOSITORY``, ``GITHUB_API_URL``,
 ``GITHUB_WORKSPACE``, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT``, ``GITHUB_SHA`` (plus
 ``GITHUB_SERVER_URL``/``GITHUB_RUN_ID`` for a link to the run).

@@ -75,7 +75,8 @@ def base_pins_from_git(git: Git, sha: str, path: str) -> BaseSource | str:
     if len(parents) != 2:
         # A depth-1 clone shows the merge commit without parents; a checkout of the PR head
         # (`ref: head.sha`) is not the test merge, and its first parent is not the base.
-        why = "has no parents in this clone (fetch-depth: 1)" if not parents else "is not a two-parent test-merge commit"
+        why = ("has no parents in this clone (fetch-depth: 1)" if not parents
+               else "is not a two-parent test-merge commit")
         return f"commit {sha[:12]} {why}"
     base = parents[0]
     shown = git("show", f"{base}:{path}")

@@ -128,7 +128,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     problems += _mode_problems(values)
     max_run_time = parse_seconds(values["max-run-time"]) if values["max-run-time"] else None
     if values["max-run-time"] and max_run_time is None:
-        problems.append(f"input 'max-run-time' must be a positive number of seconds (e.g. 1200), got {values['max-run-time']!r}")
+        problems.append(f"input 'max-run-time' must be a positive number of seconds (e.g. 1200), "
+                        f"got {values['max-run-time']!r}")
     endpoints = _listed(values["endpoints"], "endpoints", parse_override, problems)
     allow_key_env = _listed(values["allow-key-env"], "allow-key-env", parse_key_env, problems)
     if problems or temperature is None:
@@ -180,13 +181,15 @@ def _mode_problems(values: Mapping[str, str]) -> list[str]:
         problems.append("input 'shard' (I/N, e.g. 2/4) is needed with mode: shard" if mode == "shard"
                         else f"input 'shard' is read only with mode: shard (mode is {mode})")
     if (mode == "merge") != bool(values["reports"]):
-        problems.append("input 'reports' (a glob of the shards' report.json files, e.g. envelope-shards/*/report.json) is needed with mode: merge"
+        problems.append("input 'reports' (a glob of the shards' report.json files, e.g. envelope-shards/*/report.json) "
+                        "is needed with mode: merge"
                         if mode == "merge" else f"input 'reports' is read only with mode: merge (mode is {mode})")
     return problems
 
 
 def parse_temperature(value: str) -> float | None:
-    """A plain decimal in TEMPERATURE_RANGE, else None: finite by construction (float() would take `nan`, `inf`, `1_0`)."""
+    """A plain decimal in TEMPERATURE_RANGE, else None: finite by construction (float() would take `nan`, `inf`,
+    `1_0`)."""
     if not re.fullmatch(r"[0-9]{1,3}(?:\.[0-9]{1,6})?|\.[0-9]{1,6}", value):
         return None
     number = float(value)

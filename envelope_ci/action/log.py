@@ -1,4 +1,5 @@
-"""The step log: secrets masked before anything is printed, and the run's own output fenced off from workflow commands."""
+"""The step log: secrets masked before anything is printed, and the run's own output fenced off from workflow
+commands."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ class Tee(io.StringIO):
 
 @contextlib.contextmanager
 def fenced_group(out: TextIO, secrets: Secrets, title: str) -> Iterator[Tee]:
-    """A collapsed log group in which stdout and stderr echo masked and no line is a workflow command; yields stderr's copy.
+    """A collapsed log group in which stdout and stderr echo masked and no line is a workflow command; yields
+    stderr's copy.
 
     The run prints fixture text and model output: a line of it starting with `::` must not
     be taken for a workflow command, and an endpoint that echoes the key must not get it

@@ -1,4 +1,5 @@
-"""What the action publishes from a typed report: the comment and summary, annotations, outputs, and posting the comment."""
+"""What the action publishes from a typed report: the comment and summary, annotations, outputs, and posting the
+comment."""
 from __future__ import annotations
 
 import functools
@@ -97,14 +98,16 @@ def footer(env: Mapping[str, str], pr: Mapping[str, Any] | None, base: BaseSourc
 
 
 def annotation_rank(case: CaseRow) -> int | None:
-    """How urgently a case deserves an annotation (lower first): failing regressions, other failures, undelivered; else None."""
+    """How urgently a case deserves an annotation (lower first): failing regressions, other failures, undelivered;
+    else None."""
     if case.gate is Gate.FAIL:
         return 0 if case.outcome is Outcome.REGRESSION else 1
     return 2 if case.gate is Gate.UNDELIVERED else None
 
 
 def case_annotations(report: Report, workdir: Path, workspace: Path) -> list[str]:
-    """Annotations on the fixture lines of the cases that fail the gate or went undelivered, at most MAX_ANNOTATIONS, then a count.
+    """Annotations on the fixture lines of the cases that fail the gate or went undelivered, at most MAX_ANNOTATIONS,
+    then a count.
 
     A case that fails the gate is an ``::error``; one the endpoint never answered is a
     ``::warning``: the fixture line is not what is wrong.
@@ -139,11 +142,13 @@ def report_warnings(report: Report) -> list[str]:
     lines = []
     down = report.base.downgraded if report.base else ()
     if down:
-        lines.append(warning(f"envelope-ci: baseline lowered — this PR downgrades {len(down)} pin(s) the base branch had right and stable: "
-                             f"{', '.join(clean(i) for i in down[:10])} — approve only if intended, after a code owner's review "
-                             f"of {clean(report.run.pins)}.", title="envelope-ci: baseline lowered"))
+        lines.append(warning(f"envelope-ci: baseline lowered — this PR downgrades {len(down)} pin(s) the base branch "
+                             f"had right and stable: {', '.join(clean(i) for i in down[:10])} — approve only if "
+                             f"intended, after a code owner's review of {clean(report.run.pins)}.",
+                             title="envelope-ci: baseline lowered"))
     if report.verdict is Verdict.INCONCLUSIVE:
-        lines.append(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); see the job summary."))
+        lines.append(warning("envelope-ci: the run is inconclusive (too few envelopes could be graded); "
+                             "see the job summary."))
     return lines
 
 
@@ -182,7 +187,8 @@ def report_outputs(report: Report) -> dict[str, str]:
 
 def file_outputs(written: Sequence[Path], workspace: Path) -> dict[str, str]:
     """report-json and report-markdown: the files the run wrote, relative to the workspace."""
-    return {REPORT_FILE_OUTPUTS[p.name]: relative_to(p, workspace) or str(p) for p in written if p.name in REPORT_FILE_OUTPUTS}
+    return {REPORT_FILE_OUTPUTS[p.name]: relative_to(p, workspace) or str(p)
+            for p in written if p.name in REPORT_FILE_OUTPUTS}
 
 
 # -- posting --------------------------------------------------------------------------------------
@@ -220,7 +226,8 @@ def _read_only_advice(pr: Mapping[str, Any], repo: str) -> str:
 
 
 def publish_comment(
-    enabled: bool, env: Mapping[str, str], pull: PullRequest | None, client: GitHubClient | None, body: str, key: str, out: TextIO
+    enabled: bool, env: Mapping[str, str], pull: PullRequest | None, client: GitHubClient | None, body: str, key: str,
+    out: TextIO
 ) -> tuple[str, str | None]:
     """Post or edit the sticky comment when asked and possible: (url or "", why it was not posted or None)."""
     if not enabled:
@@ -233,7 +240,8 @@ def publish_comment(
     pr, number = pull
     url, why = post_comment(client, number, body, marker_for(key), pr, env.get("GITHUB_REPOSITORY", ""))
     if why:
-        out.write(warning(f"envelope-ci could not post the PR comment: {why}. The full report is in the job summary.") + "\n")
+        out.write(warning(f"envelope-ci could not post the PR comment: {why}. "
+                          "The full report is in the job summary.") + "\n")
     else:
         out.write(f"envelope-ci: PR comment {url}\n")
     return url, why

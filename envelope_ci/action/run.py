@@ -1,4 +1,5 @@
-"""One action run: inputs -> base pins -> ``api.run`` (or ``api.merge``) -> comment, summary, annotations, outputs; ``main`` is the entrypoint.
+"""One action run: inputs -> base pins -> ``api.run`` (or ``api.merge``) -> comment, summary, annotations, outputs;
+``main`` is the entrypoint.
 
 ``mode: shard`` runs one part of the suite and publishes nothing but its files and outputs;
 ``mode: merge`` judges every part's report as one run and publishes it like ``mode: run``.
@@ -124,7 +125,8 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
     outputs.update(_annotate(job, ran))
     outputs["exit-code"] = str(int(ran.exit_code))
     if ran.exit_code == ExitCode.INCONCLUSIVE and not inputs.fail_on_inconclusive:
-        out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — the step passes (output exit-code is 3).\n")
+        out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — "
+                  "the step passes (output exit-code is 3).\n")
         return Outcome(ExitCode.PASS, outputs)
     return Outcome(ran.exit_code, outputs)
 
@@ -144,8 +146,8 @@ def _matching(pattern: str) -> list[Path]:
     """The files a glob names (``**`` included), relative to the working directory; none is bad input."""
     paths = sorted(Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file())
     if not paths:
-        raise UsageError(f"input 'reports': no file matches {pattern!r} under {Path.cwd()}; download the shards' artifacts "
-                         "first (actions/download-artifact) and name their report.json files")
+        raise UsageError(f"input 'reports': no file matches {pattern!r} under {Path.cwd()}; download the shards' "
+                         "artifacts first (actions/download-artifact) and name their report.json files")
     return paths
 
 
@@ -187,7 +189,8 @@ def _client(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> GitHubClient
     if not (inputs.github_token and env.get("GITHUB_REPOSITORY")):
         return None
     try:
-        return GitHubClient(env.get("GITHUB_API_URL") or "https://api.github.com", env["GITHUB_REPOSITORY"], inputs.github_token)
+        return GitHubClient(env.get("GITHUB_API_URL") or "https://api.github.com", env["GITHUB_REPOSITORY"],
+                            inputs.github_token)
     except ValueError as exc:
         out.write(warning(f"cannot talk to the GitHub API: {exc}") + "\n")
         return None
@@ -206,7 +209,8 @@ def _base_pins(job: Job) -> BaseSource | None:
     if job.pull is None:
         return None
     suite = job.suite
-    base = fetch_base_pins(job.workspace, suite.workdir, suite.workdir / suite.pins, job.env.get("GITHUB_SHA", ""), job.pull[0], job.client)
+    base = fetch_base_pins(job.workspace, suite.workdir, suite.workdir / suite.pins, job.env.get("GITHUB_SHA", ""),
+                           job.pull[0], job.client)
     if base.error:
         job.out.write(warning(f"base branch pins unavailable: {base.error}") + "\n")
     return base
@@ -219,15 +223,17 @@ def _merged_base(ran: Ran) -> BaseSource | None:
 
 
 def _shard_outcome(job: Job, ran: Ran, outputs: dict[str, str]) -> Outcome:
-    """A shard publishes only its files and outputs, and passes once its report is written: the merge job comments and sets the check."""
+    """A shard publishes only its files and outputs, and passes once its report is written: the merge job comments
+    and sets the check."""
     outputs["exit-code"] = str(int(ran.exit_code))
     if ran.result is None:
         job.out.write(failure_annotation(ran.exit_code, ran.said) + "\n")
         return Outcome(ran.exit_code, outputs)
     report = ran.result.report
     outputs.update({**report_outputs(report), **file_outputs(ran.result.written, job.workspace)})
-    line = (f"envelope-ci shard {job.inputs.shard} of {job.suite.key}: graded {report.summary.total} case(s), provisional verdict "
-            f"{report.verdict.value} (exit {int(ran.exit_code)}); the merge job's report is the gate.\n")
+    line = (f"envelope-ci shard {job.inputs.shard} of {job.suite.key}: graded {report.summary.total} case(s), "
+            f"provisional verdict {report.verdict.value} (exit {int(ran.exit_code)}); "
+            "the merge job's report is the gate.\n")
     job.out.write(line)
     if job.env.get("GITHUB_STEP_SUMMARY"):
         append_summary(job.env["GITHUB_STEP_SUMMARY"], line)
@@ -255,5 +261,6 @@ def _annotate(job: Job, ran: Ran) -> dict[str, str]:
         job.out.write(failure_annotation(ran.exit_code, ran.said) + "\n")
         return {}
     report = ran.result.report
-    job.out.writelines(line + "\n" for line in [*case_annotations(report, job.suite.workdir, job.workspace), *report_warnings(report)])
+    job.out.writelines(line + "\n" for line in [*case_annotations(report, job.suite.workdir, job.workspace),
+                                                *report_warnings(report)])
     return {**report_outputs(report), **file_outputs(ran.result.written, job.workspace)}

@@ -51,7 +51,8 @@ class Analysis(Generic[R]):
     verdict: Verdict
     blockers: tuple[str, ...]
     stale: tuple[str, ...] = ()  # cases graded on recordings of another request: the next step re-records them
-    warnings: tuple[str, ...] = ()  # findings a team chose not to fail on (fingerprint_change: warn): the report's notes say them
+    # findings a team chose not to fail on (fingerprint_change: warn): the report's notes say them
+    warnings: tuple[str, ...] = ()
 
 
 def fingerprint_changes(results: Sequence[Judged]) -> dict[str, list[str]]:
@@ -68,7 +69,8 @@ def fingerprint_alert(results: Sequence[Judged], thresholds: Thresholds) -> Aler
     said = _fingerprint_change(results) if thresholds.fingerprint_change == "fail" else None
     if said is None:
         return None
-    return Alert("fingerprint_changed", None, f"{said}. Size and time were not judged; re-pin under the new fingerprint on an "
+    return Alert("fingerprint_changed", None,
+                 f"{said}. Size and time were not judged; re-pin under the new fingerprint on an "
                  "adjudication run (--move-baseline), or run with the pinned settings")
 
 
@@ -86,7 +88,8 @@ def _fingerprint_change(results: Sequence[Judged]) -> str | None:
     if not groups:
         return None
     count = sum(len(ids) for ids in groups.values())
-    parts = [f"{what} ({len(ids)} case(s): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''})" for what, ids in groups.items()]
+    parts = [f"{what} ({len(ids)} case(s): {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''})"
+             for what, ids in groups.items()]
     return f"{count} case(s) ran under another fingerprint than their pins: {'; '.join(parts)}"
 
 
@@ -94,7 +97,8 @@ def lowered_alert(lowered: Sequence[str], thresholds: Thresholds) -> Alert | Non
     """``baseline_lowered`` for teams that set ``baseline_lowered: fail``; otherwise it is a warning in the outputs."""
     if not lowered or thresholds.baseline_lowered != "fail":
         return None
-    return Alert("baseline_lowered", None, f"this change lowers the baseline of {len(lowered)} case(s) the base branch had right and stable: "
+    return Alert("baseline_lowered", None,
+                 f"this change lowers the baseline of {len(lowered)} case(s) the base branch had right and stable: "
                  f"{', '.join(lowered[:10])}{' ...' if len(lowered) > 10 else ''} (baseline_lowered: fail)")
 
 
@@ -108,11 +112,14 @@ def recordings_alerts(shape: RunShape, thresholds: Thresholds) -> list[Alert]:
     if shape.stale:
         listed = "; ".join(f"{cid}: {what}" for cid, what in list(shape.stale.items())[:10])
         more = f" (and {len(shape.stale) - 10} more)" if len(shape.stale) > 10 else ""
-        alerts.append(Alert("stale_recording", None, f"{len(shape.stale)} case(s) are graded on answers recorded for another request "
+        alerts.append(Alert("stale_recording", None,
+                            f"{len(shape.stale)} case(s) are graded on answers recorded for another request "
                             f"than they send now: {listed}{more}; re-record them (run --record, then import)"))
     if shape.unverified and thresholds.recordings == "strict":
-        alerts.append(Alert("unverified_recording", None, f"{len(shape.unverified)} case(s) are graded on recordings that do not say "
-                            f"what they answered: {', '.join(shape.unverified[:10])} (recordings: strict); re-record them"))
+        alerts.append(Alert("unverified_recording", None,
+                            f"{len(shape.unverified)} case(s) are graded on recordings that do not say "
+                            f"what they answered: {', '.join(shape.unverified[:10])} (recordings: strict); "
+                            "re-record them"))
     return alerts
 
 
@@ -161,17 +168,21 @@ def conclude(
     extra_blockers: Sequence[str] = (),
     lowered: Sequence[str] = (),
 ) -> Analysis[R]:
-    """Everything after judging each case: strata, alerts, lanes, the gate. ``envelope-ci merge`` calls it on every shard's cases."""
+    """Everything after judging each case: strata, alerts, lanes, the gate.
+
+    ``envelope-ci merge`` calls it on every shard's cases.
+    """
     strata, alerts, held = strata_report(results, thresholds)
     if shape.partial:
         alerts, held = [], [shape.partial]
-    alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds), lowered_alert(lowered, thresholds),
-                           *recordings_alerts(shape, thresholds)) if a]
+    alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds),
+                           lowered_alert(lowered, thresholds), *recordings_alerts(shape, thresholds)) if a]
     blockers: list[str] = [*held, *lost_repeats(results)]
     if shape.live and shape.lane is Lane.ADJUDICATION:
         blind = [r.id for r in results if r.delivered and r.fingerprint.model_id is None]
         if blind:
-            blockers.append(f"adjudication run but the response named no model for: {', '.join(blind[:10])} (failing closed)")
+            blockers.append(f"adjudication run but the response named no model for: {', '.join(blind[:10])} "
+                            "(failing closed)")
     blockers += extra_blockers
     verdict = decide(alerts, results, thresholds, blockers)
     if extra_blockers:  # an interrupted run judged nothing it did not finish: never a pass or a fail
@@ -179,5 +190,5 @@ def conclude(
     gates = tuple(case_gate(r, alerts) for r in results)
     warning = fingerprint_warning(results, thresholds)
     warnings = (warning,) if warning else ()
-    return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp, verdict, tuple(blockers),
-                    tuple(shape.stale), warnings)
+    return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp,
+                    verdict, tuple(blockers), tuple(shape.stale), warnings)

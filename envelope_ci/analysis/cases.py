@@ -54,7 +54,8 @@ class CaseResult(Data, frozen=True):
 
 
 def lost_repeats_of(label: Label, repeats: Iterable[Label]) -> tuple[int, ...]:
-    """The repeats (1-based) of a delivered case (its ``label``) that were dropped or empty: none of an undelivered one."""
+    """The repeats (1-based) of a delivered case (its ``label``) that were dropped or empty: none of an
+    undelivered one."""
     if label.is_transport:
         return ()
     return tuple(i for i, repeat in enumerate(repeats, start=1) if repeat.is_transport)
@@ -101,7 +102,8 @@ def shown_repeat(grades: Sequence[Grade], label: Label) -> Grade:
 
 
 def _distinct(values: Sequence[str | None]) -> str | None:
-    """The distinct values set, sorted and joined by commas; None when none is: the model ids or judges of a case's repeats."""
+    """The distinct values set, sorted and joined by commas; None when none is: the model ids or judges of a
+    case's repeats."""
     if len(values) == 1:
         return values[0] or None
     return ",".join(sorted({v for v in values if v})) or None
@@ -165,7 +167,8 @@ def _measure_of_one(g: Grade) -> Measure:
     if g.elapsed_ms is None:
         return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, None, None)
     # ``or 0.0`` as the general path's p95 has it: an int 0 is written 0.0 there, and report.json must not change.
-    return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, round(g.elapsed_ms, 3), round(g.elapsed_ms or 0.0, 3))
+    return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, round(g.elapsed_ms, 3),
+                   round(g.elapsed_ms or 0.0, 3))
 
 
 _NOTHING_MEASURED = Measure(None, None, False, None, None)
@@ -194,13 +197,15 @@ def outcome_of(label: Label, channel: Channel, pin: Pin | None) -> Outcome:
 
 
 @lru_cache(maxsize=256)
-def _fingerprint(lane: str, endpoint_class: str, model_id: str | None, temperature: float, grader_version: str, judge: str | None) -> Fingerprint:
+def _fingerprint(lane: str, endpoint_class: str, model_id: str | None, temperature: float, grader_version: str,
+                 judge: str | None) -> Fingerprint:
     """One shared object per distinct fingerprint: a 100k-case run has a handful, not one per case."""
     return Fingerprint(lane, endpoint_class, model_id, temperature, grader_version, judge)
 
 
 def _repeats_reasons(grades: Sequence[Grade], label: Label) -> list[str]:
-    """What a case's several repeats add to its reasons: each one's label, and each delivered case's repeat that was lost."""
+    """What a case's several repeats add to its reasons: each one's label, and each delivered case's repeat that
+    was lost."""
     said = ["repeats: " + ",".join(g.label.value for g in grades)]
     if label.is_transport:
         return said
@@ -221,7 +226,8 @@ def judge_case(
     # A case may set its own temperature; what was sent is what the measurement means.
     temperature = float(case.request.get("temperature", run_fp.temperature))
     judges = _distinct([g.judge for g in grades])  # an llm-rubric's judge is part of the experiment
-    fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, _distinct([g.model_id for g in grades]), temperature, run_fp.grader_version, judges)
+    fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, _distinct([g.model_id for g in grades]), temperature,
+                      run_fp.grader_version, judges)
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
@@ -231,11 +237,15 @@ def judge_case(
     channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds)
     reasons = [*shown_repeat(grades, label).reasons, *envelope_reasons]
     if pin is not None and not comparable and not label.is_transport:
-        reasons.append(f"size/time not compared with the pin: its fingerprint is another experiment ({fp.differences(pin.fingerprint)})")
+        reasons.append("size/time not compared with the pin: its fingerprint is another experiment "
+                       f"({fp.differences(pin.fingerprint)})")
     if len(grades) > 1:
         reasons += _repeats_reasons(grades, label)
-    if not any(e.kind.failure in ("schema", "wrong") for e in case.expectations):  # a str enum: compared in C, not by .value
-        reasons.append("no expectation: this case can only fail on envelope channels (transport, truncation, size, time)")
-    return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome_of(label, channel, pin))
+    # a str enum: compared in C, not by .value
+    if not any(e.kind.failure in ("schema", "wrong") for e in case.expectations):
+        reasons.append("no expectation: this case can only fail on envelope channels "
+                       "(transport, truncation, size, time)")
+    return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable,
+                      outcome_of(label, channel, pin))
 
 

@@ -37,7 +37,8 @@ def size_breaches(measure: Measure, max_chars: int | None, pin: Pin | None, t: T
     if pin.chars is not None and measure.chars > _scaled(pin.chars, t.size_slack):
         out.append(f"size: {measure.chars} chars > pin {pin.chars} x{t.size_slack:g}")
     real_tokens = not measure.tokens_estimated and not pin.tokens_estimated
-    if real_tokens and pin.tokens is not None and measure.tokens is not None and measure.tokens > _scaled(pin.tokens, t.size_slack):
+    if (real_tokens and pin.tokens is not None and measure.tokens is not None
+            and measure.tokens > _scaled(pin.tokens, t.size_slack)):
         out.append(f"size: {measure.tokens} tokens > pin {pin.tokens} x{t.size_slack:g}")
     return out
 

@@ -7,12 +7,14 @@ from ..findings import Alert, FixtureChanges
 from ..model import Case, Pins
 
 
-def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str, files: Mapping[str, str] | None = None) -> FixtureChanges:
+def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
+                    files: Mapping[str, str] | None = None) -> FixtureChanges:
     """Which cases (and files) the fixtures added, removed or modified since the pins were written."""
     if pins is None:
         return FixtureChanges(current_hash, None, False, (), (), (), ())
     files = files or {}
-    files_changed = sorted(p for p in set(files) | set(pins.files) if files.get(p) != pins.files.get(p)) if pins.files else []
+    files_changed = (sorted(p for p in set(files) | set(pins.files) if files.get(p) != pins.files.get(p))
+                     if pins.files else [])
     now = {c.id: c.digest for c in cases}
     added = tuple(sorted(set(now) - set(pins.cases)))
     removed = tuple(sorted(set(pins.cases) - set(now)))
@@ -39,4 +41,6 @@ def fixtures_alert(changes: FixtureChanges) -> Alert | None:
         parts.append(f"files: {', '.join(changes.files_changed[:10])}")
     if not any(lists.values()):
         parts.append("no case changed: a comment, formatting, or a non-case file such as envelope-ci.yaml")
-    return Alert("fixtures_changed", None, f"fixtures differ from the pinned hash ({'; '.join(parts)}); rewrite the pins on an adjudication run and commit them in this PR")
+    return Alert("fixtures_changed", None,
+                 f"fixtures differ from the pinned hash ({'; '.join(parts)}); rewrite the pins on an adjudication run "
+                 "and commit them in this PR")

@@ -31,7 +31,8 @@ def write_refusal(
     on the settings file's word (``recordings: lenient``), which is PR content.
     """
     if in_ci:
-        return "refusing to write pins in CI (CI or GITHUB_ACTIONS is 'true'): pins are written by a person and reviewed in the PR"
+        return ("refusing to write pins in CI (CI or GITHUB_ACTIONS is 'true'): "
+                "pins are written by a person and reviewed in the PR")
     if lane is not Lane.ADJUDICATION:
         return f"refusing to write pins from a {lane.value} run: only --lane adjudication may move the baseline"
     if undelivered:
@@ -42,7 +43,8 @@ def write_refusal(
     if stored is not None and stored.fingerprint is not None and not move_baseline:
         if stored.fingerprint.comparable_key() != run_fp.comparable_key():
             return (
-                f"refusing to write pins: this run's fingerprint is another experiment than the pinned one ({run_fp.differences(stored.fingerprint)}); "
+                "refusing to write pins: this run's fingerprint is another experiment than the pinned one "
+                f"({run_fp.differences(stored.fingerprint)}); "
                 "pass --move-baseline to move the baseline on purpose"
             )
     if stale:  # pinning an answer to an older prompt would make the gate check nothing
@@ -55,7 +57,8 @@ def write_refusal(
     return None
 
 
-def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: float, stored: Pins | None, move_baseline: bool) -> str | None:
+def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: float, stored: Pins | None,
+                  move_baseline: bool) -> str | None:
     """Why ``--write-pins`` will be refused, when that is known before any request is sent."""
     fp = Fingerprint(lane.value, endpoint_class, None, temperature, GRADER_VERSION)
     refusal = write_refusal(lane, in_ci, fp, None, move_baseline, [])
@@ -65,7 +68,8 @@ def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: flo
     pinned = stored.fingerprint
     if (pinned.endpoint_class, float(pinned.temperature)) != (endpoint_class, float(temperature)):
         known = Fingerprint(lane.value, endpoint_class, pinned.model_id, temperature, pinned.grader_version)
-        return (f"refusing to write pins: this run's fingerprint is another experiment than the pinned one ({known.differences(pinned)}); "
+        return ("refusing to write pins: this run's fingerprint is another experiment than the pinned one "
+                f"({known.differences(pinned)}); "
                 "pass --move-baseline to move the baseline on purpose")
     return None
 
@@ -77,7 +81,8 @@ def _ms(value: float | None) -> float | None:
 
 def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
     """The new measurement is the old pin again, as far as the gate can tell: keep the old pin's bytes."""
-    if (old.hash, old.label, old.channel, old.fingerprint, old.tokens_estimated) != (new.hash, new.label, new.channel, new.fingerprint, new.tokens_estimated):
+    if ((old.hash, old.label, old.channel, old.fingerprint, old.tokens_estimated)
+            != (new.hash, new.label, new.channel, new.fingerprint, new.tokens_estimated)):
         return False
 
     def inside(before: float | None, after: float | None, slack: float, floor: float = 0.0) -> bool:
@@ -86,10 +91,12 @@ def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
         return abs(after - before) <= max(before * (slack - 1.0), floor)
 
     return (inside(old.chars, new.chars, t.size_slack) and inside(old.tokens, new.tokens, t.size_slack)
-            and inside(old.ms, new.ms, t.time_slack, t.time_floor_ms) and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms))
+            and inside(old.ms, new.ms, t.time_slack, t.time_floor_ms)
+            and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms))
 
 
-def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapping[str, str], old: Pins | None = None) -> Pins:
+def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapping[str, str],
+             old: Pins | None = None) -> Pins:
     """This run as the baseline: each pin's channel judged on its own, not against the old pin.
 
     A pin whose new measurement is within the noise band of the old one is kept byte for
@@ -146,4 +153,5 @@ def downgraded_pins(base: Pins | None, head: Pins | None) -> tuple[str, ...]:
         return ()
     # A pin that disappeared (its line removed, or the whole pins file) is a lowered baseline too.
     head_cases = head.cases if head is not None else {}
-    return tuple(sorted(cid for cid, pin in base.cases.items() if pinned_good(pin) and not (cid in head_cases and pinned_good(head_cases[cid]))))
+    return tuple(sorted(cid for cid, pin in base.cases.items()
+                        if pinned_good(pin) and not (cid in head_cases and pinned_good(head_cases[cid]))))

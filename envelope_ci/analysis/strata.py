@@ -47,7 +47,9 @@ def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds
     held: list[str] = []
     name = spec.name
     if spec is not UNSTRATIFIED and (0 < b.cases < t.thin_below or (b.cases == 0 and t.require_strata)):
-        alerts.append(Alert("thin_stratum", name, f"{name} has {b.cases} case(s); at least {t.thin_below} are needed to tell luck from coverage"))
+        alerts.append(Alert("thin_stratum", name,
+                            f"{name} has {b.cases} case(s); at least {t.thin_below} are needed to tell luck "
+                            "from coverage"))
     if pass_rate is None:
         return alerts, held
     optimistic = rate(b.passed + b.undelivered, b.n + b.undelivered) or 0.0
@@ -60,15 +62,18 @@ def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds
             if optimistic < floor:
                 alerts.append(Alert(spec.floor_alert, name, message))
             else:
-                held.append(f"{spec.floor_alert} held: {message}, but {b.undelivered} undelivered case(s) could lift it to {optimistic:.3f}")
+                held.append(f"{spec.floor_alert} held: {message}, but {b.undelivered} undelivered case(s) "
+                            f"could lift it to {optimistic:.3f}")
     if spec.watermark:
         mark = getattr(t, spec.watermark)
         if pass_rate >= mark:
-            message = f"{name} pass rate {pass_rate:.3f} >= watermark {mark:.2f}: the yardstick has slipped; add harder cases"
+            message = (f"{name} pass rate {pass_rate:.3f} >= watermark {mark:.2f}: the yardstick has slipped; "
+                       "add harder cases")
             if pessimistic >= mark:
                 alerts.append(Alert(f"{name}_too_easy", name, message))
             else:
-                held.append(f"{name}_too_easy held: {name} pass rate {pass_rate:.3f} >= watermark {mark:.2f} over delivered cases, "
+                held.append(f"{name}_too_easy held: {name} pass rate {pass_rate:.3f} >= watermark {mark:.2f} "
+                            "over delivered cases, "
                             f"but {b.undelivered} undelivered case(s) could keep it at {pessimistic:.3f}")
     return alerts, held
 
@@ -77,17 +82,21 @@ def _ceiling(rows: dict[str, StratumRow], buckets: dict[str, _Bucket], t: Thresh
     """The ceiling alarm: every stratum saturated at once (held while undelivered cases could break it)."""
     def at(spec: Stratum, passed_over: int) -> bool:
         row = rows[spec.name]
-        return spec.ceiling is not None and row.pass_rate is not None and (rate(row.passed, passed_over) or 0.0) >= getattr(t, spec.ceiling)
+        return (spec.ceiling is not None and row.pass_rate is not None
+                and (rate(row.passed, passed_over) or 0.0) >= getattr(t, spec.ceiling))
 
     if not all(at(spec, rows[spec.name].n) for spec in STRATA_SPEC):
         return [], []
     if all(at(spec, rows[spec.name].n + buckets[spec.name].undelivered) for spec in STRATA_SPEC):
-        return [Alert("ceiling", None, "every stratum is at its ceiling: the suite can no longer fail; replace stretch cases")], []
-    return [], ["ceiling held: every stratum is at its ceiling over delivered cases, but undelivered cases could break it"]
+        return [Alert("ceiling", None,
+                      "every stratum is at its ceiling: the suite can no longer fail; replace stretch cases")], []
+    return [], ["ceiling held: every stratum is at its ceiling over delivered cases, "
+                "but undelivered cases could break it"]
 
 
 def strata_report(results: Sequence[Judged], t: Thresholds) -> tuple[dict[str, StratumRow], list[Alert], list[str]]:
-    """Each stratum as its own instrument over delivered cases, the ceiling detector, and the alarms held for delivery."""
+    """Each stratum as its own instrument over delivered cases, the ceiling detector, and the alarms held for
+    delivery."""
     buckets = _buckets(results)
     rows: dict[str, StratumRow] = {}
     alerts: list[Alert] = []
@@ -97,7 +106,8 @@ def strata_report(results: Sequence[Judged], t: Thresholds) -> tuple[dict[str, S
         if spec is UNSTRATIFIED and b.cases == 0:
             continue
         pass_rate = rate(b.passed, b.n)
-        rows[spec.name] = StratumRow(n=b.n, passed=b.passed, pass_rate=pass_rate, cases=b.cases, undelivered=b.undelivered)
+        rows[spec.name] = StratumRow(n=b.n, passed=b.passed, pass_rate=pass_rate, cases=b.cases,
+                                     undelivered=b.undelivered)
         found, waiting = _alerts_of(spec, b, pass_rate, t)
         alerts += found
         held += waiting

@@ -39,10 +39,10 @@ def _console(report: Report, detail: Detail) -> str:
     return render_console(report) + "\n"
 
 
-JSON = ReportFormat("json", "report.json", _json, "the whole report as JSON (docs/report.md; `envelope-ci schema report`)",
-                    _json_parts)
-MARKDOWN = ReportFormat("markdown", "report.md", _markdown, "GitHub-flavoured Markdown, as in the PR comment and job summary",
-                        _markdown_parts)
-JUNIT = ReportFormat("junit", "junit.xml", _junit, "JUnit XML: failure = fails the gate, error = undelivered, skipped = tolerated",
-                     _junit_parts)
+JSON = ReportFormat("json", "report.json", _json,
+                    "the whole report as JSON (docs/report.md; `envelope-ci schema report`)", _json_parts)
+MARKDOWN = ReportFormat("markdown", "report.md", _markdown,
+                        "GitHub-flavoured Markdown, as in the PR comment and job summary", _markdown_parts)
+JUNIT = ReportFormat("junit", "junit.xml", _junit,
+                     "JUnit XML: failure = fails the gate, error = undelivered, skipped = tolerated", _junit_parts)
 CONSOLE = ReportFormat("console", "summary.txt", _console, "the one-screen summary printed on stdout")

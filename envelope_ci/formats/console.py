@@ -25,11 +25,14 @@ def _head(report: Report) -> list[str]:
     return [
         f"envelope-ci: {report.verdict.value.upper()}  ({plural(s.total, 'case')}, {s.stable} stable, "
         f"{plural(len(report.regressions), 'regression')}, {plural(len(report.alerts), 'alert')})",
-        *([f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable — baseline lowered: "
-           f"{_one_line(', '.join(down[:MAX_LISTED]), 200)}; have a code owner review {_one_line(report.run.pins, 200)}"] if down else []),
+        *([f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable — "
+           f"baseline lowered: {_one_line(', '.join(down[:MAX_LISTED]), 200)}; "
+           f"have a code owner review {_one_line(report.run.pins, 200)}"] if down else []),
         "labels: " + " ".join(f"{k}={v}" for k, v in s.counts.items()),
-        f"naive_pass_rate={fmt_rate(s.naive_pass_rate)} yield={fmt_rate(s.yield_)} accuracy_on_yield={fmt_rate(s.accuracy_on_yield)}",
-        "strata: " + "  ".join(f"{name} {v.passed}/{v.n} ({fmt_rate(v.pass_rate)})" for name, v in report.strata.items()),
+        f"naive_pass_rate={fmt_rate(s.naive_pass_rate)} yield={fmt_rate(s.yield_)} "
+        f"accuracy_on_yield={fmt_rate(s.accuracy_on_yield)}",
+        "strata: " + "  ".join(f"{name} {v.passed}/{v.n} ({fmt_rate(v.pass_rate)})"
+                               for name, v in report.strata.items()),
         f"lanes: matched={lanes.matched_fingerprints} mismatched={lanes.fingerprint_mismatches} "
         f"flips={lanes.grade_flips} unpinned={lanes.unpinned}",
     ]
@@ -54,7 +57,8 @@ def _pins(report: Report) -> list[str]:
     lines = []
     update = report.pins_update
     if update:
-        lines.append(f"pins: {len(update.moved)} moved, {len(update.removed)} removed; judged against the new pins above")
+        lines.append(f"pins: {len(update.moved)} moved, {len(update.removed)} removed; "
+                     "judged against the new pins above")
         if update.accepted_regressions:
             ids = ", ".join(clean(i) for i in update.accepted_regressions[:MAX_LISTED])
             lines.append(f"pins: ACCEPTED into the baseline, regressions against the previous pins: {ids}")
@@ -74,14 +78,16 @@ def _next_steps(report: Report) -> list[str]:
 
 
 def render_console(report: Report, files: Sequence[str] = ()) -> str:
-    """Verdict, counts and rates, strata, alerts, the first failing cases, the files written, and the next steps last."""
+    """Verdict, counts and rates, strata, alerts, the first failing cases, the files written, and the next steps
+    last."""
     s = report.summary
     lines = _head(report)
     lines += [f"ALERT {alert.code}: {_one_line(alert.message, 200)}" for alert in report.alert_details]
     lines += [f"INCONCLUSIVE: {_one_line(blocker, 200)}" for blocker in report.blockers]
     if s.total and s.counts.get(Label.DROP.value, 0) + s.counts.get(Label.EMPTY.value, 0) == s.total:
         first = report.cases[0].reasons[:1] if report.cases else ()
-        lines.append(f"NOTHING DELIVERED: all {s.total} cases got no gradeable answer ({_one_line(first[0], 120) if first else 'see report.md'}); "
+        lines.append(f"NOTHING DELIVERED: all {s.total} cases got no gradeable answer "
+                     f"({_one_line(first[0], 120) if first else 'see report.md'}); "
                      "check --base-url, the server and the network")
     lines += _failing(report)
     lines += _pins(report)

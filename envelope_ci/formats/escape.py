@@ -163,10 +163,12 @@ def cell(text: str, limit: int | None = 80) -> str:
 
 
 def _verbatim(text: str) -> bool:
-    """Whether ``_escaped_cell`` gives the text back as it is (string methods: most cells are plain and need no regex)."""
+    """Whether ``_escaped_cell`` gives the text back as it is (string methods: most cells are plain and need no
+    regex)."""
     if not text or text.strip(_VERBATIM_CHARS):  # no text goes the long way too: it checks the limit
         return False
-    lowered = text.lower()  # no bare URL or issue reference: a "gh-" without a digit is checked the long way, not wrongly
+    # no bare URL or issue reference: a "gh-" without a digit is checked the long way, not wrongly
+    lowered = text.lower()
     return "://" not in lowered and "www." not in lowered and "gh-" not in lowered
 
 

@@ -25,7 +25,8 @@ JUNIT_KIND = {Gate.FAIL: "failure", Gate.UNDELIVERED: "error", Gate.TOLERATED: "
 # XML escapes in one pass each (every character replaced at most once, so `&` is never escaped twice):
 # element text needs `&`, `<` and `>`; an attribute value also its quote and the whitespace a parser would normalise.
 _TEXT = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
-_ATTRIBUTE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"})
+_ATTRIBUTE = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
+                            "\r": "&#13;", "\n": "&#10;", "\t": "&#09;"})
 # What each table replaces: most values have none of it, and a search is cheaper than a translate through a table.
 _IN_TEXT = re.compile("[&<>]")
 _IN_ATTRIBUTE = re.compile('[&<>"\r\n\t]')
@@ -49,7 +50,8 @@ def _element(tag: str, attrs: dict[str, str], text: str = "") -> str:
 
 
 def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
-    """One case's testcase element, its failure, error or skipped inside it, indented at the testsuite's children's level.
+    """One case's testcase element, its failure, error or skipped inside it, indented at the testsuite's children's
+    level.
 
     ``classname`` and ``place`` (the file attribute) come escaped: most cases share theirs with many others.
     """
@@ -59,11 +61,13 @@ def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
     if kind is None:
         return f"<testcase{attrs} />"
     reasons = clean("; ".join(c.reasons))
-    label, channel, outcome = c.label._value_, c.channel._value_, c.outcome._value_  # attributes: ``.value`` is a Python property
+    # attributes: ``.value`` is a Python property
+    label, channel, outcome = c.label._value_, c.channel._value_, c.outcome._value_
     if kind == "error":
         inner = _element("error", {"message": f"{label}: {reasons}"[:500], "type": label}, reasons)
     elif kind == "skipped":
-        inner = _element("skipped", {"message": f"not stable but not failing the gate: {channel} ({outcome}): {reasons}"[:500]})
+        inner = _element(
+            "skipped", {"message": f"not stable but not failing the gate: {channel} ({outcome}): {reasons}"[:500]})
     else:
         inner = _element("failure", {"message": f"{channel} ({outcome}): {reasons}"[:500], "type": channel},
                          reasons + ("\n\nanswer: " + clean(c.preview) if c.preview else ""))
@@ -76,12 +80,14 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
 
 
 def junit_parts(report: Report, suite: str = "envelope-ci") -> Iterator[str]:
-    """``render_junit``'s text in parts, a testcase each, made as they are asked for: written as they come, no text is ever whole."""
+    """``render_junit``'s text in parts, a testcase each, made as they are asked for: written as they come, no text is
+    ever whole."""
     cases = report.cases
     kinds = [JUNIT_KIND[c.gate] for c in cases]
     counts = {k: str(kinds.count(k)) for k in ("failure", "error", "skipped")}
     total_s = f"{sum((c.ms or 0.0) for c in cases) / 1000.0:.3f}"
-    root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"], "time": total_s})
+    root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
+                   "time": total_s})
     head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
     yield f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  '
@@ -89,7 +95,8 @@ def junit_parts(report: Report, suite: str = "envelope-ci") -> Iterator[str]:
         yield f"<testsuite{head} />\n</testsuites>\n"
         return
     yield f"<testsuite{head}>"
-    # Each stratum's classname (by the field: its row name is a property) and each file's attribute escaped once, as the cases come.
+    # Each stratum's classname (by the field: its row name is a property) and each file's attribute escaped once, as
+    # the cases come.
     classname = cache(lambda stratum: _value(f"{suite}.{stratum_name(stratum)}"))
     place = cache(lambda file: f' file="{_value(clean(file))}"' if file else "")
     for c, kind in zip(cases, kinds, strict=True):

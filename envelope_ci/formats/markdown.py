@@ -89,7 +89,8 @@ _CELL_BETWEEN = " | "
 
 
 def table_of_lines(headers: Sequence[str], lines: Sequence[str]) -> str:
-    """A GFM table of rows already written as lines (``| a | b |``): unpadded when long, padded by ``table`` otherwise."""
+    """A GFM table of rows already written as lines (``| a | b |``): unpadded when long, padded by ``table``
+    otherwise."""
     return "".join(_table_parts(headers, lines, len(lines)))
 
 
@@ -98,7 +99,8 @@ def _table_parts(headers: Sequence[str], lines: Iterable[str], count: int) -> It
     if count <= PADDED_ROWS_MAX:
         yield table(headers, [line[2:-2].split(_CELL_BETWEEN) for line in lines])
         return
-    yield "\n".join(["| " + _CELL_BETWEEN.join(headers) + " |", "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"])
+    yield "\n".join(["| " + _CELL_BETWEEN.join(headers) + " |",
+                     "|" + "|".join("-" * (len(h) + 2) for h in headers) + "|"])
     for line in lines:
         yield "\n"
         yield line
@@ -141,7 +143,8 @@ def baseline_lowered(report: Report) -> list[str]:
     down = base.downgraded
     listed = ", ".join(how(cid) for cid in down[:20]) + (" …" if len(down) > 20 else "")
     return [
-        f"> **⚠️ Baseline lowered. This PR downgrades {plural(len(down), 'pin')} that the base branch had right and stable:** "
+        f"> **⚠️ Baseline lowered. This PR downgrades {plural(len(down), 'pin')} "
+        "that the base branch had right and stable:** "
         f"{listed}. The run is judged against the new pins, so these are not counted as regressions: approve only if "
         f"intended, after a code owner has reviewed {inline(report.run.pins)}.",
         "",
@@ -157,7 +160,8 @@ def headline(report: Report, title: str | None) -> list[str]:
         f"{plural(len(report.alerts), 'alert')} · yield {fmt_rate(s.yield_)} · "
         f"accuracy on yield {fmt_rate(s.accuracy_on_yield)} · naive pass rate {fmt_rate(s.naive_pass_rate)}"
     )
-    out = [f"## {_ICON[report.verdict]} envelope-ci: {report.verdict.value}{name}", "", *baseline_lowered(report), line, ""]
+    out = [f"## {_ICON[report.verdict]} envelope-ci: {report.verdict.value}{name}", "", *baseline_lowered(report),
+           line, ""]
     out += [f"> **inconclusive:** {inline(blocker)}" for blocker in report.blockers]
     out += [f"> {inline(note)}" for note in report.notes]
     if report.blockers or report.notes:
@@ -179,7 +183,8 @@ def alerts_section(report: Report) -> list[str]:
 REGRESSIONS, FAILING, UNDELIVERED, TOLERATED = range(4)
 _GROUPS = {
     REGRESSIONS: ("Regressions", False, ""),
-    FAILING: ("Other cases failing the gate", True, "Not regressions against their pins, but their stratum is under its floor."),
+    FAILING: ("Other cases failing the gate", True,
+              "Not regressions against their pins, but their stratum is under its floor."),
     UNDELIVERED: ("Undelivered", False, "No gradeable answer after retries: the run is inconclusive, not red."),
     TOLERATED: ("Known failures and tolerated misses", True,
                 "Not stable, but not failing the gate: wrong in the pins too, or a miss the stratum allows."),
@@ -272,7 +277,8 @@ def stratum_bar(name: str, t: Thresholds) -> str:
 
 
 # The channel x stratum table's columns, in the order the method reads them; transport is undelivered.
-GRID_CHANNELS = (Channel.STABLE, Channel.CORRECTNESS, Channel.SCHEMA, Channel.SIZE, Channel.TIME, Channel.TRUNCATED, Channel.TRANSPORT)
+GRID_CHANNELS = (Channel.STABLE, Channel.CORRECTNESS, Channel.SCHEMA, Channel.SIZE, Channel.TIME, Channel.TRUNCATED,
+                 Channel.TRANSPORT)
 
 
 def grid_section(report: Report) -> list[str]:
@@ -285,11 +291,14 @@ def grid_section(report: Report) -> list[str]:
     rows = []
     for name, stratum in report.strata.items():
         # Non-zero counts off the stable channel are what broke: bold, so the eye finds them.
-        cells = [str(n) if ch is Channel.STABLE or not n else f"**{n}**" for ch in GRID_CHANNELS for n in [counts[(name, ch)]]]
+        cells = [str(n) if ch is Channel.STABLE or not n else f"**{n}**"
+                 for ch in GRID_CHANNELS for n in [counts[(name, ch)]]]
         codes = ", ".join(f"`{a.code}`" for a in report.alert_details if a.stratum == name)
-        bar = " · ".join(p for p in (fmt_rate(stratum.pass_rate), stratum_bar(name, t), f"❌ {codes}" if codes else "") if p)
+        bar = " · ".join(
+            p for p in (fmt_rate(stratum.pass_rate), stratum_bar(name, t), f"❌ {codes}" if codes else "") if p)
         rows.append([cell(name), *cells, bar])
-    headers = ["stratum", *("undelivered" if ch is Channel.TRANSPORT else ch.value for ch in GRID_CHANNELS), "pass rate · bar"]
+    headers = ["stratum", *("undelivered" if ch is Channel.TRANSPORT else ch.value for ch in GRID_CHANNELS),
+               "pass rate · bar"]
     return ["### Channels by stratum", "", table(headers, rows), ""]
 
 
@@ -311,7 +320,8 @@ def mermaid_label(text: str) -> str:
 
 
 def time_moves(report: Report) -> list[tuple[CaseRow, float, float]]:
-    """(case, pinned ms, this run's ms) for cases on the time channel or outside the time slack either way, most moved first."""
+    """(case, pinned ms, this run's ms) for cases on the time channel or outside the time slack either way, most
+    moved first."""
     base = report.base
     base_ms = {d.id: d.base.ms for d in base.diff if d.base} if base and base.present else None
     t = report.run.thresholds
@@ -356,7 +366,8 @@ def time_chart_section(report: Report) -> list[str]:
     return [
         f"### Time moved ({len(moves)})",
         "",
-        f"Cases on the time channel or outside the time slack (×{t.time_slack:g}, at least {t.time_floor_ms:g} ms) of their {pin}.{more}",
+        f"Cases on the time channel or outside the time slack (×{t.time_slack:g}, at least {t.time_floor_ms:g} ms) "
+        f"of their {pin}.{more}",
         "",
         fenced(chart, "mermaid"),
         "",
@@ -368,7 +379,8 @@ def time_chart_section(report: Report) -> list[str]:
 
 def tolerated_section(groups: dict[int, list[CaseRow]], detail: Detail) -> list[str]:
     """Known failures and tolerated misses: their own table, apart from what broke."""
-    title, body = case_group_table(groups.get(TOLERATED, []), TOLERATED, FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None)
+    title, body = case_group_table(groups.get(TOLERATED, []), TOLERATED,
+                                   FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None)
     return folded(title, body, detail) if body else []
 
 
@@ -381,7 +393,8 @@ def labels_section(report: Report, detail: Detail) -> list[str]:
         f"(right / gradeable) · naive pass rate {fmt_rate(s.naive_pass_rate)} (right / total)"
     )
     body = [table(["label", "count"], rows), "", rates, ""]
-    return folded("Labels and yield", body, detail, f": yield {fmt_rate(s.yield_)} · accuracy on yield {fmt_rate(s.accuracy_on_yield)}")
+    return folded("Labels and yield", body, detail,
+                  f": yield {fmt_rate(s.yield_)} · accuracy on yield {fmt_rate(s.accuracy_on_yield)}")
 
 
 def lanes_section(report: Report, detail: Detail) -> list[str]:
@@ -396,7 +409,8 @@ def lanes_section(report: Report, detail: Detail) -> list[str]:
         f"matched fingerprints {lanes.matched_fingerprints} · fingerprint mismatches {lanes.fingerprint_mismatches} "
         f"(size and time not judged) · grade flips {lanes.grade_flips} · unpinned {lanes.unpinned}"
     )
-    summary = f": {lanes.matched_fingerprints} matched · {lanes.fingerprint_mismatches} mismatched · {lanes.unpinned} unpinned"
+    summary = (f": {lanes.matched_fingerprints} matched · {lanes.fingerprint_mismatches} mismatched · "
+               f"{lanes.unpinned} unpinned")
     return folded("Lanes", [line, "", counts, ""], detail, summary)
 
 
@@ -433,7 +447,8 @@ def pins_update_section(report: Report, detail: Detail) -> list[str]:
         return []
     lines = []
     if update.accepted_regressions:
-        lines += ["**Accepted into the baseline** (regressions against the previous pins): " + _ids(update.accepted_regressions), ""]
+        lines += ["**Accepted into the baseline** (regressions against the previous pins): "
+                  + _ids(update.accepted_regressions), ""]
     if update.previous_alerts:
         lines += ["The previous pins raised: " + ", ".join(f"`{a}`" for a in update.previous_alerts), ""]
     if update.removed:
@@ -459,7 +474,8 @@ def base_section(report: Report, detail: Detail) -> list[str]:
     changed = [d for d in diff if d.pin_changed]
     shown = sorted(diff, key=lambda d: not d.pin_changed) if detail is Detail.FULL else changed
     limit = FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None
-    lines += [f"{len(changed)} of {len(diff)} case pins changed in this PR" + (" (marked **bold**)." if detail is Detail.FULL else "."), ""]
+    lines += [f"{len(changed)} of {len(diff)} case pins changed in this PR"
+              + (" (marked **bold**)." if detail is Detail.FULL else "."), ""]
     for kind in ("added", "removed", "modified"):
         ids = [d.id for d in diff if d.fixture == kind]
         if ids:
@@ -468,7 +484,8 @@ def base_section(report: Report, detail: Detail) -> list[str]:
         lines.append("")
     if shown:
         rows = [
-            [f"**{cell(d.id, 60)}**" if d.pin_changed else cell(d.id, 60), d.fixture or "", _brief(d.base), _brief(d.head), _brief(d.run)]
+            [f"**{cell(d.id, 60)}**" if d.pin_changed else cell(d.id, 60), d.fixture or "", _brief(d.base),
+             _brief(d.head), _brief(d.run)]
             for d in shown[:limit]
         ]
         lines += [table(["case", "fixture", "base pin", "head pin", "this run"], rows), ""]
@@ -490,12 +507,15 @@ def cases_section(report: Report, detail: Detail, full_table: str | None = None)
     failing = [c for c in cases if c.gate is not Gate.PASS]
     more = len(failing) - FAILING_ROWS_IN_COMMENT
     note = [(f"_… and {more} more not-stable cases. " if more > 0 else "_")
-            + f"{len(cases) - len(failing)} stable cases are left out of this comment; the full table is in the job summary and report files._", ""]
-    return folded(f"Cases not stable ({len(failing)})", [cases_table(failing[:FAILING_ROWS_IN_COMMENT]), "", *note], detail)
+            + f"{len(cases) - len(failing)} stable cases are left out of this comment; "
+            "the full table is in the job summary and report files._", ""]
+    return folded(f"Cases not stable ({len(failing)})", [cases_table(failing[:FAILING_ROWS_IN_COMMENT]), "", *note],
+                  detail)
 
 
 def cases_table(cases: Sequence[CaseRow]) -> str:
-    """The table of these cases: a line each, in their order. It reads no gate: a merge makes it from its shards' rows."""
+    """The table of these cases: a line each, in their order. It reads no gate: a merge makes it from its shards'
+    rows."""
     return "".join(cases_table_parts(cases))
 
 
@@ -520,12 +540,13 @@ def _case_line(c: CaseRow, streamed: bool, stratum: Callable[[str], str]) -> str
     pin_chars, pin_ms = _NO_PIN if pin is None else (_fmt_whole(pin.chars), _fmt_tenths(pin.ms))
     tokens = _fmt_whole(c.tokens)
     ttft = f"{_fmt_tenths(c.ttft_ms)} | " if streamed else ""
-    return (f"| {cell(c.id, 60)} | {stratum(c.stratum or '–')} | {c.label._value_} | {c.channel._value_} | {_fmt_whole(c.chars)} | "
-            f"{tokens + '~' if c.tokens_estimated else tokens} | {ttft}{_fmt_tenths(c.ms)} | {_fmt_tenths(c.ms_p95)} | {pin_chars} | "
-            f"{pin_ms} | {c.attempts} | {_OUTCOME_WORDS[c.outcome]} |")
+    return (f"| {cell(c.id, 60)} | {stratum(c.stratum or '–')} | {c.label._value_} | {c.channel._value_} | "
+            f"{_fmt_whole(c.chars)} | {tokens + '~' if c.tokens_estimated else tokens} | {ttft}{_fmt_tenths(c.ms)} | "
+            f"{_fmt_tenths(c.ms_p95)} | {pin_chars} | {pin_ms} | {c.attempts} | {_OUTCOME_WORDS[c.outcome]} |")
 
 
-def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None, full_table: str | None = None) -> str:
+def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None,
+                    full_table: str | None = None) -> str:
     """The report as Markdown. ``detail``: full (report.md), collapsed or failing (the comment's levels).
 
     ``full_table``: the table of every case (``cases_table``) when it was made already.
@@ -554,7 +575,8 @@ _TABLE_HERE = "\x00cases table\x00"
 
 
 def markdown_parts(report: Report, detail: Detail = Detail.FULL) -> Iterator[str]:
-    """``render_markdown``'s text in parts, the table of every case (report.md's bulk) a line at a time as it is written.
+    """``render_markdown``'s text in parts, the table of every case (report.md's bulk) a line at a time as it is
+    written.
 
     The rest is rendered whole around a mark where that table goes, and cut at it. The parts join
     to ``render_markdown``'s text: its final ``rstrip`` stops at the note after the table, and would

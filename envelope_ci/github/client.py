@@ -34,7 +34,8 @@ class GitHubClient(RestApi):
     """A small client for one repository: its PR comments and its files at a ref; see RestApi for the waits."""
 
     def __init__(self, api_url: str, repo: str, token: str, **options: Any) -> None:
-        """Bind to `repo` ("owner/name") at `api_url` (GITHUB_API_URL; GHES ends in /api/v3); `options` go to RestApi."""
+        """Bind to `repo` ("owner/name") at `api_url` (GITHUB_API_URL; GHES ends in /api/v3); `options` go to
+        RestApi."""
         if not _REPO.fullmatch(repo):
             raise ValueError(f"repository must be 'owner/name', got {repo!r}")
         super().__init__(api_url, token, **options)
@@ -80,13 +81,15 @@ class GitHubClient(RestApi):
         existing = self.find_own_comment(issue_number, marker, author)
         if existing is not None:
             try:
-                resp = self.request("PATCH", f"/repos/{self.repo}/issues/comments/{int(existing['id'])}", json_body={"body": body})
+                resp = self.request("PATCH", f"/repos/{self.repo}/issues/comments/{int(existing['id'])}",
+                                    json_body={"body": body})
                 return _comment_result(resp, created=False)
             except GitHubError as exc:
                 # Deleted between listing and editing: fall through and post a fresh one.
                 if exc.status != 404:
                     raise
-        resp = self.request("POST", f"/repos/{self.repo}/issues/{_issue(issue_number)}/comments", json_body={"body": body}, ok=(201,))
+        resp = self.request("POST", f"/repos/{self.repo}/issues/{_issue(issue_number)}/comments",
+                            json_body={"body": body}, ok=(201,))
         return _comment_result(resp, created=True)
 
     def viewer_login(self) -> str | None:
@@ -101,7 +104,8 @@ class GitHubClient(RestApi):
         if resp.status_code == 200:
             login = _field(json_of(resp), "login")
         else:
-            resp = self.request("POST", self.graphql_url, json_body={"query": "query { viewer { login } }"}, ok=_NO_IDENTITY)
+            resp = self.request("POST", self.graphql_url, json_body={"query": "query { viewer { login } }"},
+                                ok=_NO_IDENTITY)
             data = json_of(resp) if resp.status_code == 200 else None
             login = _field(_field(_field(data, "data"), "viewer"), "login")
         return login if isinstance(login, str) and login else None

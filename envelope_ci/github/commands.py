@@ -1,4 +1,5 @@
-"""The runner's workflow commands: `::error::`/`::warning::`/`::add-mask::` lines, and the $GITHUB_OUTPUT and $GITHUB_STEP_SUMMARY files."""
+"""The runner's workflow commands: `::error::`/`::warning::`/`::add-mask::` lines, and the $GITHUB_OUTPUT and
+$GITHUB_STEP_SUMMARY files."""
 
 from __future__ import annotations
 

@@ -51,7 +51,8 @@ def with_marker(body: str, marker: str) -> str:
 
 
 def fit_comment(render: Callable[[Detail], str], limit: int = COMMENT_LIMIT, margin: int = 2000) -> str:
-    """The most detailed comment level of `render(detail)` within `limit - margin` characters, else the least detailed, trimmed."""
+    """The most detailed comment level of `render(detail)` within `limit - margin` characters, else the least
+    detailed, trimmed."""
     budget = limit - margin
     if budget <= 0:
         raise ValueError(f"limit - margin must be positive, got {limit} - {margin}")

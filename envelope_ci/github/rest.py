@@ -1,4 +1,5 @@
-"""Authenticated GitHub API requests: same-origin URLs, bounded rate-limit and transient-failure waits, token-free errors."""
+"""Authenticated GitHub API requests: same-origin URLs, bounded rate-limit and transient-failure waits, token-free
+errors."""
 
 from __future__ import annotations
 
@@ -109,7 +110,8 @@ class RestApi:
         for attempt in range(self.max_retries + 1):
             last_try = attempt == self.max_retries
             try:
-                resp = self._session.request(method, url, params=params, json=json_body, headers=headers, timeout=self.timeout_s)
+                resp = self._session.request(method, url, params=params, json=json_body, headers=headers,
+                                             timeout=self.timeout_s)
             except requests.RequestException as exc:
                 if not repeatable or last_try:
                     raise GitHubError(None, self._scrub(f"{where}: {type(exc).__name__}: {exc}")) from None
@@ -122,7 +124,8 @@ class RestApi:
             if wait is None:
                 raise self._error(where, resp, message)
             if last_try:
-                raise GitHubError(resp.status_code, self._scrub(f"{where}: still {reason} after {self.max_retries} retries: {message}"))
+                raise GitHubError(resp.status_code,
+                                  self._scrub(f"{where}: still {reason} after {self.max_retries} retries: {message}"))
             waited = self._wait(where, resp.status_code, wait, waited, f"{reason} ({message})")
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -139,7 +142,8 @@ class RestApi:
         self._sleep(wait)
         return waited + wait
 
-    def _retry_wait(self, resp: requests.Response, message: str, attempt: int, repeatable: bool) -> tuple[float | None, str]:
+    def _retry_wait(self, resp: requests.Response, message: str, attempt: int,
+                    repeatable: bool) -> tuple[float | None, str]:
         """How long to wait before retrying a failed response, and why; (None, …) when it is not worth a retry."""
         wait = self._rate_limit_wait(resp, message)
         if wait is not None:

@@ -1,4 +1,5 @@
-"""Cut Markdown to a size budget at a line boundary, closing an open code fence and <details>, then say what was left out."""
+"""Cut Markdown to a size budget at a line boundary, closing an open code fence and <details>, then say what was left
+out."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ STREAM_CUT = "stream cut: it ended before a finish_reason (the server closed it 
 # One token cut short by the end of the text, from where the parser complains about it: a literal
 # ("tr"), a number's sign, fraction or exponent ("-", "1.", "2e+"), a string with no closing quote
 # (reported from its opening quote), or a \u escape (reported from its "u": "caf\u00").
-_CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
+_CUT_TOKEN = re.compile(r'(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|-|\.\d*|[eE][-+]?|'
+                        r'"(?:[^"\\]|\\.)*\\?|u[0-9a-fA-F]{0,4})', re.DOTALL)
 
 
 class EnvelopeClass(Data, frozen=True):
@@ -36,7 +37,8 @@ class EnvelopeClass(Data, frozen=True):
     label: Label | None
     reasons: tuple[str, ...]
     reply: Reply | None
-    parsed: tuple[Any, ...] = ()  # the JSON payload, when telling a cut from a whole answer parsed it (a 1-tuple: it may be null)
+    # the JSON payload, when telling a cut from a whole answer parsed it (a 1-tuple: it may be null)
+    parsed: tuple[Any, ...] = ()
 
 
 def spoken_text(reply: Reply) -> str:
@@ -76,7 +78,8 @@ def cut_mid_value(text: str) -> bool:
 
 
 class AnswerTooDeep(ValueError):
-    """An answer nested deeper than MAX_ANSWER_DEPTH: the model's doing, graded (``schema`` where JSON was asked), never a crash."""
+    """An answer nested deeper than MAX_ANSWER_DEPTH: the model's doing, graded (``schema`` where JSON was asked),
+    never a crash."""
 
 
 # Deeper answers are not read as JSON: parsers recurse, and a hostile answer must not end the run.
@@ -84,7 +87,8 @@ MAX_ANSWER_DEPTH = 1000
 
 
 def loads_answer(text: str) -> Any:
-    """An answer's JSON as ``json.loads`` reads it (NaN and lone surrogates too); msgspec reads the commonest, strict JSON, faster.
+    """An answer's JSON as ``json.loads`` reads it (NaN and lone surrogates too); msgspec reads the commonest,
+    strict JSON, faster.
 
     AnswerTooDeep for an answer nested deeper than MAX_ANSWER_DEPTH, whatever else is wrong with it.
     """
@@ -106,12 +110,14 @@ _TOO_DEEP = f"the answer nests too deep to read as JSON (at most {MAX_ANSWER_DEP
 
 
 def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
-    """Whether text is JSON cut mid-value, and ``(value,)`` when it parses as it is (grading then need not parse it again)."""
+    """Whether text is JSON cut mid-value, and ``(value,)`` when it parses as it is (grading then need not parse it
+    again)."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "{[":
         return False, ()
     try:
-        return False, (loads_answer(text),)  # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
+        # JSON's own whitespace only: text.strip() takes more (\x0c), and grading parses text
+        return False, (loads_answer(text),)
     except json.JSONDecodeError:
         pass
     except AnswerTooDeep:  # whole or cut, grading says what it is
@@ -159,7 +165,10 @@ def classify(envelope: Envelope) -> EnvelopeClass:
 
 
 def redirect_reason(status: int, location: str | None) -> str:
-    """A redirect, never followed: the key and the prompt stay with the configured endpoint. ``location`` shown escaped and cut."""
+    """A redirect, never followed: the key and the prompt stay with the configured endpoint.
+
+    ``location`` shown escaped and cut.
+    """
     if not location:
         return f"HTTP {status} redirect with no Location, not followed"
     where = redact(location)

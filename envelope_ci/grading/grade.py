@@ -49,7 +49,8 @@ def grade(envelope: Envelope, case: Case) -> Grade:
     )
 
 
-def _label(judged: EnvelopeClass, case: Case, verdicts: Mapping[str, JudgeVerdict]) -> tuple[Label, list[str], Reply | None]:
+def _label(judged: EnvelopeClass, case: Case,
+           verdicts: Mapping[str, JudgeVerdict]) -> tuple[Label, list[str], Reply | None]:
     reasons = list(judged.reasons)
     if judged.label is not None or judged.reply is None:
         return judged.label or Label.EMPTY, reasons, judged.reply
@@ -81,7 +82,8 @@ def _label(judged: EnvelopeClass, case: Case, verdicts: Mapping[str, JudgeVerdic
     for failure, label in _SHAPE_THEN_CONTENT:
         if failure is Failure.WRONG and unjudged:
             return Label.DROP, reasons + unjudged, reply
-        failed = [why for e in case.expectations if failure in e.kind.judged_as for why in e.failures_as(failure, answer, case)]
+        failed = [why for e in case.expectations if failure in e.kind.judged_as
+                  for why in e.failures_as(failure, answer, case)]
         if failed:
             return label, reasons + failed, reply
     return Label.RIGHT, reasons, reply

@@ -17,7 +17,8 @@ from .envelope import AnswerTooDeep, classify, json_payload, loads_answer
 
 RUBRIC_TYPE = "llm-rubric"
 JUDGE_SYSTEM = ("You grade an assistant's answer against a rubric. Reply with only a JSON object, "
-                '{"pass": true or false, "reason": "one short sentence"}: pass is true only when the answer meets every part of the rubric.')
+                '{"pass": true or false, "reason": "one short sentence"}: '
+                'pass is true only when the answer meets every part of the rubric.')
 NO_VERDICT = "no recorded judge verdict: record it on a live run"
 
 
@@ -35,7 +36,8 @@ def rubrics(case: Case) -> list[Rubric]:
 
 
 def judge_request(case: Case, rubric: Rubric, answer: str) -> Case:
-    """The judge's call as a case of its own: the rubric comes first in its prompt, the question and the answer after."""
+    """The judge's call as a case of its own: the rubric comes first in its prompt, the question and the answer
+    after."""
     asked = next((m.get("content") for m in reversed(case.messages) if m.get("role") == "user"), "")
     question = asked if isinstance(asked, str) else json.dumps(asked, ensure_ascii=False)
     prompt = f"Rubric: {rubric.text}\n\nQuestion:\n{question}\n\nAnswer:\n{answer}"
@@ -66,7 +68,8 @@ def verdict_of(rubric: Rubric, env: Envelope | None) -> JudgeVerdict:
         said = None
     if not isinstance(said, dict) or not isinstance(said.get("pass"), bool):
         got = (judged.reply.content or "")[:120]
-        return JudgeVerdict(None, f'{who} did not answer the asked JSON {{"pass": true|false, "reason": ...}}: got {got!r}', fingerprint)
+        return JudgeVerdict(None, f'{who} did not answer the asked JSON {{"pass": true|false, "reason": ...}}: '
+                            f'got {got!r}', fingerprint)
     return JudgeVerdict(said["pass"], str(said.get("reason") or "no reason given"), fingerprint)
 
 

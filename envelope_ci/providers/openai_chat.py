@@ -136,7 +136,8 @@ class StreamAssembler:
             if not isinstance(call, dict):
                 continue
             index = call.get("index")  # some servers send null or leave it out: one call, index 0
-            slot = self.tool_calls.setdefault(index if isinstance(index, int) else 0, {"type": "function", "function": {"name": "", "arguments": ""}})
+            slot = self.tool_calls.setdefault(index if isinstance(index, int) else 0,
+                                              {"type": "function", "function": {"name": "", "arguments": ""}})
             if call.get("id"):
                 slot["id"] = call["id"]
             fn = call.get("function")

@@ -19,7 +19,8 @@ PREVIEW_CHARS = 240
 
 
 def as_kept(graded: Grade) -> Grade:
-    """A grade as a run keeps it until the report: its text cut to the preview, so memory does not grow with the answers."""
+    """A grade as a run keeps it until the report: its text cut to the preview, so memory does not grow with the
+    answers."""
     return replace(graded, text=graded.text[:PREVIEW_CHARS]) if graded.text is not None else graded
 
 
@@ -75,7 +76,8 @@ def _ttft_ms(grades: Sequence[Grade]) -> float | None:
     return round(ttfts[len(ttfts) // 2], 3) if ttfts else None
 
 
-def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None, elsewhere: Collection[str] = ()) -> tuple[BaseDiffRow, ...]:
+def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None,
+                   elsewhere: Collection[str] = ()) -> tuple[BaseDiffRow, ...]:
     """Per case: the base branch's pin, the head's pin, and this run; which pins the PR moved.
 
     ``elsewhere`` are cases of the suite another shard graded: they have their rows there, and are not removed.
@@ -87,7 +89,8 @@ def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins 
         b = base.cases.get(r.case.id) if base else None
         h = head.cases.get(r.case.id) if head else None
         # The base pin's case hash is the case as the base branch had it.
-        fixture = None if base is None else ("added" if b is None else ("modified" if b.hash != r.case.digest else None))
+        fixture = (None if base is None
+                   else ("added" if b is None else ("modified" if b.hash != r.case.digest else None)))
         rows.append(BaseDiffRow(
             id=r.case.id,
             base=pin_brief(b),
@@ -109,21 +112,23 @@ def build_report(
     pins_update: PinsUpdate | None = None,
 ) -> Report:
     """The typed report of a run. Deterministic: fixture order, no timestamps."""
-    return _report(analysis, run, notes, base, pins_update, tuple(case_row(r, g) for r, g in zip(analysis.results, analysis.gates, strict=True)))
+    return _report(analysis, run, notes, base, pins_update,
+                   tuple(case_row(r, g) for r, g in zip(analysis.results, analysis.gates, strict=True)))
 
 
-def merged_report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, rows: Sequence[CaseRow],
-                  written: Sequence[Gate]) -> Report:
+def merged_report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None,
+                  rows: Sequence[CaseRow], written: Sequence[Gate]) -> Report:
     """The report of every shard's rows judged as one run: only the gates, which depend on the whole run, are set here.
 
     ``written`` are the rows' gates as their shards wrote them: a row the whole run gates the same is kept as it is.
     """
-    gated = tuple(row if was is now else replace(row, gate=now) for row, was, now in zip(rows, written, analysis.gates, strict=True))
+    gated = tuple(row if was is now else replace(row, gate=now)
+                  for row, was, now in zip(rows, written, analysis.gates, strict=True))
     return _report(analysis, run, notes, base, None, gated)
 
 
-def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None, pins_update: PinsUpdate | None,
-            rows: tuple[CaseRow, ...]) -> Report:
+def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base: BaseDiff | None,
+            pins_update: PinsUpdate | None, rows: tuple[CaseRow, ...]) -> Report:
     """The report around its rows: the id lists, the alerts, the notes and the next steps."""
     by_outcome: dict[Outcome, list[str]] = {o: [] for o in Outcome}
     for r in analysis.results:  # one pass, not one per outcome

@@ -107,7 +107,8 @@ class CaseRow(Data, frozen=True):
 
 
 def stratum_name(stratum: str | None) -> str:
-    """A case's stratum by its row name (``CaseRow.stratum_name``), for a writer that names each stratum once, not each case's."""
+    """A case's stratum by its row name (``CaseRow.stratum_name``), for a writer that names each stratum once, not
+    each case's."""
     return stratum or "unstratified"
 
 
@@ -120,7 +121,8 @@ class ShardCase(Data, frozen=True, omit_defaults=True):
 
 
 class ShardInfo(Data, frozen=True):
-    """A ``run --shard I/N`` report: which part of the suite, the marks that must agree across shards, and what the merge needs.
+    """A ``run --shard I/N`` report: which part of the suite, the marks that must agree across shards, and what the
+    merge needs.
 
     A shard checks the whole suite, so its ``fixtures`` and base-diff removals are the whole
     run's; strata need every case, so a shard's own verdict is provisional: the merge of every

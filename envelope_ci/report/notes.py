@@ -19,16 +19,19 @@ def _unverified_note(unverified: Sequence[str], thresholds: Thresholds) -> list[
             f"(made before envelope-ci recorded it): {ids}; re-record them to have them checked"]
 
 
-def run_notes(run: RunInfo, pinned: bool, base: BaseDiff | None, replayed: int, total: int, remarks: Sequence[str], unverified: Sequence[str]) -> list[str]:
+def run_notes(run: RunInfo, pinned: bool, base: BaseDiff | None, replayed: int, total: int, remarks: Sequence[str],
+              unverified: Sequence[str]) -> list[str]:
     """The report's notes, from what the report records: a merge of shards words them as the whole run would."""
     notes = []
     partial = run.partial
     if partial is not None:
-        notes.append(f"partial run: --filter {' '.join(partial.filters)} selected {partial.selected} of {partial.total} case(s); "
-                     "the others were not graded, the fixtures were still checked in full, and no pins can be written from it")
+        notes.append(f"partial run: --filter {' '.join(partial.filters)} selected {partial.selected} of "
+                     f"{partial.total} case(s); the others were not graded, the fixtures were still checked in full, "
+                     "and no pins can be written from it")
     if not pinned:
         notes.append(f"no pins at {run.pins}: size and time are not judged against a baseline yet; "
-                     f"create them with: envelope-ci run {run.fixtures_dir} --lane adjudication --write-pins (locally, then commit)")
+                     f"create them with: envelope-ci run {run.fixtures_dir} --lane adjudication --write-pins "
+                     "(locally, then commit)")
     if run.replay:
         notes.append(f"offline: graded {replayed} case(s) from the recordings in {run.replay} and "
                      f"{total - replayed} from the fixtures' own recordings; no endpoint was called")

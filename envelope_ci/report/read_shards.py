@@ -1,4 +1,5 @@
-"""Every shard's report.json read back as one run, for ``merging.merge``; what a shard writes for it is ``report.shard_info``."""
+"""Every shard's report.json read back as one run, for ``merging.merge``; what a shard writes for it is
+``report.shard_info``."""
 from __future__ import annotations
 
 import operator
@@ -20,7 +21,8 @@ from .model import REPORT_VERSION, BaseDiff, CaseRow, Report, RunInfo, ShardCase
 
 
 class RowResult(NamedTuple):
-    """One case of a merge as the whole run's analysis reads it (``analysis.cases.Judged``): its shard's row, its repeats' labels.
+    """One case of a merge as the whole run's analysis reads it (``analysis.cases.Judged``): its shard's row, its
+    repeats' labels.
 
     A tuple over what the row says, not a rebuilt ``CaseResult`` (with its case, measure and
     grades): the gates, strata, alerts and verdict read only these.
@@ -80,7 +82,8 @@ class _Shard:
 
 
 class _Places(NamedTuple):
-    """What a shard's ``shard.cases`` says of each of its cases besides its row (``ShardCase``), as the merge reads it."""
+    """What a shard's ``shard.cases`` says of each of its cases besides its row (``ShardCase``), as the merge reads
+    it."""
 
     positions: dict[str, int]  # case id -> its place in the suite
     repeats: dict[str, tuple[Label, ...]]  # of the cases not graded exactly once: one repeat's label is its case's
@@ -131,7 +134,8 @@ def read_shards(texts: Sequence[ReportText]) -> Whole:
 
 
 class _Versioned(msgspec.Struct):
-    """What is read of a report.json before its whole: which version wrote it, and whether it is a shard's (left unread)."""
+    """What is read of a report.json before its whole: which version wrote it, and whether it is a shard's (left
+    unread)."""
 
     report_version: int | str | None = None
     shard: msgspec.Raw = msgspec.Raw(b"null")
@@ -144,10 +148,11 @@ def _read(path: Path, text: str) -> _Shard:
         if head.report_version != REPORT_VERSION:
             raise UsageError(f"{path}: not an envelope-ci report.json of report_version {REPORT_VERSION}")
         if not bytes(head.shard).startswith(b"{"):
-            raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); merge takes the report.json of each "
-                             "run --shard I/N")
+            raise UsageError(f"{path}: not a shard's report (it has no \"shard\" object); "
+                             "merge takes the report.json of each run --shard I/N")
         report = msgspec.json.decode(text, type=Report)
-    except (msgspec.MsgspecError, RecursionError) as exc:  # not JSON (NaN, Infinity), not the report's types, nested too deep
+    except (msgspec.MsgspecError, RecursionError) as exc:  # not JSON (NaN, Infinity), not the report's types,
+        # nested too deep
         raise UsageError(f"{path}: not a readable envelope-ci report.json ({type(exc).__name__}: {exc})") from None
     assert report.shard is not None  # given above
     beyond = _counts_beyond(report, report.shard)
@@ -168,13 +173,15 @@ def _counts_beyond(report: Report, info: ShardInfo) -> str | None:
 
 
 # RunInfo fields that are part of the fingerprint, named as a reader knows them.
-_FINGERPRINT = {"lane": "fingerprint (lane)", "endpoint_class": "fingerprint (endpoint class)", "temperature": "fingerprint (temperature)"}
+_FINGERPRINT = {"lane": "fingerprint (lane)", "endpoint_class": "fingerprint (endpoint class)",
+                "temperature": "fingerprint (temperature)"}
 
 
 def _marks(shard: _Shard) -> dict[str, object]:
     """What must be the same in every shard of one run, each by the name a reader knows it by."""
     info, run, base = shard.info, shard.report.run, shard.report.base
-    settings = {_FINGERPRINT.get(f.name, f"run setting {f.name}"): getattr(run, f.name) for f in fields(run) if f.name not in ("partial", "thresholds")}
+    settings = {_FINGERPRINT.get(f.name, f"run setting {f.name}"): getattr(run, f.name)
+                for f in fields(run) if f.name not in ("partial", "thresholds")}
     return {
         "tool version": info.tool_version,
         "fingerprint (grader version)": info.fingerprint.grader_version,
@@ -193,7 +200,8 @@ def refusals(shards: Sequence[_Shard]) -> list[str]:
     """Why these reports are not every shard of one run: other marks, a shard missing or twice, a case twice."""
     first = shards[0]
     mine = _marks(first)
-    problems = [f"{s.path} ({s.info.index}/{s.info.count}) and {first.path} ({first.info.index}/{first.info.count}) differ in {what}: "
+    problems = [f"{s.path} ({s.info.index}/{s.info.count}) and {first.path} ({first.info.index}/{first.info.count}) "
+                f"differ in {what}: "
                 f"{theirs!r} vs {mine[what]!r}; they are not shards of one run (same commit, settings and pins)"
                 for s in shards[1:] for what, theirs in _marks(s).items() if theirs != mine[what]]
     if problems:
@@ -202,23 +210,27 @@ def refusals(shards: Sequence[_Shard]) -> list[str]:
     by_index: dict[int, list[str]] = {}
     for s in shards:
         by_index.setdefault(s.info.index, []).append(s.path)
-    problems += [f"shard {i}/{count} given {len(ps)} times: {', '.join(ps)}" for i, ps in by_index.items() if len(ps) > 1]
+    problems += [f"shard {i}/{count} given {len(ps)} times: {', '.join(ps)}"
+                 for i, ps in by_index.items() if len(ps) > 1]
     if count > len(by_index):
         missing = [f"{i}/{count}" for i in islice((i for i in range(1, count + 1) if i not in by_index), 10)]
-        problems.append(f"shard {', '.join(missing)}{' ...' if count - len(by_index) > 10 else ''} missing: the merge needs the report "
-                        f"of every shard (got {', '.join(f'{i}/{count}' for i in by_index)})")
+        problems.append(f"shard {', '.join(missing)}{' ...' if count - len(by_index) > 10 else ''} missing: "
+                        "the merge needs the report of every shard "
+                        f"(got {', '.join(f'{i}/{count}' for i in by_index)})")
     return problems or _case_problems(shards)
 
 
 def _case_problems(shards: Sequence[_Shard]) -> list[str]:
-    """A case in two shards' reports, or cases of the suite in none (sets made in C; each case named only when one is twice)."""
+    """A case in two shards' reports, or cases of the suite in none (sets made in C; each case named only when one is
+    twice)."""
     seen = set().union(*(s.places.positions for s in shards))
     if len(seen) != sum(len(s.places.positions) for s in shards):
         return [_twice(shards)]
     total = shards[0].info.suite_cases
     positions = set().union(*(s.places.positions.values() for s in shards))
     if len(seen) != total or positions != set(range(total)):
-        return [f"the shards' reports hold {len(seen)} of the suite's {total} case(s): they were not all graded by one shard each"]
+        return [f"the shards' reports hold {len(seen)} of the suite's {total} case(s): "
+                "they were not all graded by one shard each"]
     return []
 
 
@@ -227,7 +239,8 @@ def _twice(shards: Sequence[_Shard]) -> str:
     first: dict[str, str] = {}
     twice = [f"{case_id} ({first[case_id]}, {s.path})" for s in shards for case_id in s.places.positions
              if first.setdefault(case_id, s.path) != s.path]
-    return f"{len(twice)} case(s) are in more than one shard's report: {'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}"
+    return (f"{len(twice)} case(s) are in more than one shard's report: "
+            f"{'; '.join(twice[:5])}{' ...' if len(twice) > 5 else ''}")
 
 
 # What is put at a row's place in the suite (``_in_suite_order``): made from the row and its shard's places.
@@ -249,11 +262,13 @@ def _in_suite_order(shards: Sequence[_Shard], place: Callable[[CaseRow, _Places]
         for row in s.report.cases:
             position = positions.get(row.id)
             if position is None:
-                raise UsageError(f"{s.path}: case {row.id!r} has a row but no place in the shard's \"cases\": not a report as a shard wrote it")
+                raise UsageError(f"{s.path}: case {row.id!r} has a row but no place in the shard's \"cases\": "
+                                 "not a report as a shard wrote it")
             placed[position] = place(row, s.places)
     filled = [each for each in placed if each is not None]
     if len(filled) != len(placed):
-        raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): a row is missing from a report")
+        raise UsageError(f"the shards' reports have rows for {len(filled)} of the suite's {len(placed)} case(s): "
+                         "a row is missing from a report")
     return filled
 
 
@@ -284,13 +299,16 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
 
 
 def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
-    """The base diff of the whole run: each shard's rows for its cases, in suite order, then the removed cases (the same in every shard)."""
+    """The base diff of the whole run: each shard's rows for its cases, in suite order, then the removed cases (the
+    same in every shard)."""
     first = shards[0].report
     if first.base is None:
         return None
-    own = [(s.places.positions.get(row.id), row) for s in shards if s.report.base for row in s.report.base.diff[:len(s.report.cases)]]
+    own = [(s.places.positions.get(row.id), row)
+           for s in shards if s.report.base for row in s.report.base.diff[:len(s.report.cases)]]
     if any(place is None for place, _ in own):
-        raise UsageError("a shard's base-branch diff has a row for a case that is not the shard's: not a report as a shard wrote it")
+        raise UsageError("a shard's base-branch diff has a row for a case that is not the shard's: "
+                         "not a report as a shard wrote it")
     placed = sorted(own, key=operator.itemgetter(0))
     return replace(first.base, diff=(*(row for _, row in placed), *first.base.diff[len(first.cases):]))
 
@@ -308,13 +326,15 @@ def _placing(declared: Fingerprint) -> Callable[[CaseRow, _Places], _Placed]:
 
     def fingerprint(model_id: str | None, temperature: float | None) -> Fingerprint:
         built = fingerprints[(model_id, temperature)] = Fingerprint(
-            declared.lane, declared.endpoint_class, model_id, declared.temperature if temperature is None else temperature, declared.grader_version)
+            declared.lane, declared.endpoint_class, model_id,
+            declared.temperature if temperature is None else temperature, declared.grader_version)
         return built
 
     def place(row: CaseRow, places: _Places) -> _Placed:
         case_id, label = row.id, row.label
         temperature = places.temperatures.get(case_id)
-        result = made((*_JUDGED_OF_ROW(row), fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
+        result = made((*_JUDGED_OF_ROW(row),
+                       fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
                        places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport))
         return row, result, row.gate
 

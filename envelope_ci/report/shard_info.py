@@ -35,12 +35,14 @@ class ShardRun:
     unverified: tuple[str, ...]
 
 
-def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis[CaseResult], grades: Mapping[str, Sequence[Grade]], seen: ShardRun) -> ShardInfo:
+def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis[CaseResult],
+               grades: Mapping[str, Sequence[Grade]], seen: ShardRun) -> ShardInfo:
     """The ``shard`` object of a shard's report.json."""
     position = {c.id: i for i, c in enumerate(suite)}
     run_fp = analysis.fingerprint
     cases = {r.case.id: ShardCase(position[r.case.id], tuple(g.label for g in r.grades),
-                                  r.fingerprint.temperature if r.fingerprint.temperature != run_fp.temperature else None)
+                                  (r.fingerprint.temperature
+                                   if r.fingerprint.temperature != run_fp.temperature else None))
              for r in analysis.results}
     return ShardInfo(
         index=spec.index,

@@ -35,7 +35,8 @@ _REQUEST_KEYS = ("max_tokens", "temperature", "seed", "stop", "response_format",
 # What ``_each_file`` makes of each file's cases: the cases themselves, or their digests.
 _Taken = TypeVar("_Taken")
 # Two ways of giving one message: a case uses one of each pair (``messages`` replaces prompt and system).
-_EITHER = (("system", "system_file"), ("prompt", "prompt_file"), ("messages", "system_file"), ("messages", "prompt_file"))
+_EITHER = (("system", "system_file"), ("prompt", "prompt_file"), ("messages", "system_file"),
+           ("messages", "prompt_file"))
 
 
 @lru_cache(maxsize=1)
@@ -43,7 +44,8 @@ def case_schema() -> dict[str, Any]:
     """The fixture case format: ``case_schema.json`` plus every assertion's keys, published for editors too."""
     schema: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))
     schema = copy.deepcopy(schema)
-    schema["properties"]["stratum"] = {"enum": list(STRATA), "description": "Difficulty band; absent means held to the easy floor."}
+    schema["properties"]["stratum"] = {"enum": list(STRATA),
+                                       "description": "Difficulty band; absent means held to the easy floor."}
     schema["properties"].update(schema_fragments())
     return schema
 
@@ -74,7 +76,8 @@ _SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), whic
 
 
 def not_json(value: Any, path: str = "") -> tuple[str, str] | None:
-    """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text keys."""
+    """Where a loaded value is not plain JSON, and why: lone surrogates, NaN/Infinity, YAML-only types, non-text
+    keys."""
     found = _not_json(value)
     if found is None:
         return None
@@ -89,7 +92,8 @@ def _has_surrogate(text: str) -> bool:
 
 
 def _not_json(value: Any) -> tuple[list[Any], str] | None:
-    """Why a value is not plain JSON, with the keys down to it innermost first: a path is only spelled out for a finding."""
+    """Why a value is not plain JSON, with the keys down to it innermost first: a path is only spelled out for a
+    finding."""
     if isinstance(value, str):
         return ([], _SURROGATE_WHY) if _has_surrogate(value) else None
     if isinstance(value, float):
@@ -121,7 +125,8 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Written]] |
     if not isinstance(raw.data, dict):
         return [Problem(raw.file, raw.line, None, f"a case must be a mapping, got {type(raw.data).__name__}")], None
     if "recorded" in raw.data and set(raw.data) <= {"id", "recorded", "attempt_log"} and "attempt_log" in raw.data:
-        return [Problem(raw.file, raw.line, None, f"{_RECORDINGS_LINE}: keep recordings outside the fixtures directory and grade them with --replay FILE")], None
+        return [Problem(raw.file, raw.line, None, f"{_RECORDINGS_LINE}: keep recordings outside the fixtures directory "
+                        "and grade them with --replay FILE")], None
     problems = []
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
@@ -154,7 +159,8 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Written]] |
         shown = reveal(str(case_id))
         why = f"'{shown}' holds invisible characters ({', '.join(hidden)}): an id must read as what it is"
         problems.append(Problem(raw.file, raw.line_of("id"), "id", why + "; write it with visible characters"))
-    problems += [Problem(raw.file, raw.line_of(b), b, f"give either {a!r} or {b!r}, not both") for a, b in _EITHER if a in raw.data and b in raw.data]
+    problems += [Problem(raw.file, raw.line_of(b), b, f"give either {a!r} or {b!r}, not both")
+                 for a, b in _EITHER if a in raw.data and b in raw.data]
     found_not_json = None if raw.plain else not_json(raw.data)
     if found_not_json is not None:
         where, why = found_not_json
@@ -179,7 +185,8 @@ def _raw_expectations(data: dict[str, Any]) -> list[tuple[str, Written]]:
         if kind_negated is None:  # the schema has reported it already
             continue
         kind = kind_negated[0]
-        value = {"value": item.get("value"), **{k: item.get(k) for k in kind.entry_keys}} if kind.entry_keys else item.get("value")
+        value = ({"value": item.get("value"), **{k: item.get(k) for k in kind.entry_keys}} if kind.entry_keys
+                 else item.get("value"))
         found.append((f"assert.{index}.value", Written(kind, value, kind_negated[1])))
     return found
 
@@ -302,7 +309,8 @@ def _one_per_recordings_file(problems: list[Problem]) -> list[Problem]:
             counts[p.file] = counts.get(p.file, 0) + 1
     out = [p for p in problems if not p.message.startswith(_RECORDINGS_LINE)]
     for file, count in counts.items():
-        out.append(Problem(file, None, None, f"this is a recordings file (--record output, {count} line(s)), not fixtures: "
+        out.append(Problem(file, None, None,
+                           f"this is a recordings file (--record output, {count} line(s)), not fixtures: "
                            "keep recordings outside the fixtures directory and grade them with --replay FILE, "
                            "or make them the fixtures' own answers with: envelope-ci import FILE --into DIR"))
     return out
@@ -346,14 +354,17 @@ def load_cases(root: Path, exclude: set[Path], shown_root: str | None = None) ->
             problems += exc.problems
             continue
         if case.id in first_seen:
-            problems.append(Problem(raw.file, raw.line, "id", f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
+            problems.append(Problem(raw.file, raw.line, "id",
+                                    f"duplicate id {case.id!r} (first defined at {first_seen[case.id]})"))
             continue
         first_seen[case.id] = f"{raw.file}:{raw.line}" if raw.line else raw.file
         cases.append(case)
     if problems:
         # Once each: a problem in a file's defaults is found again in every case of the file.
         problems = list(dict.fromkeys(problems))
-        raise UsageError(sorted(_one_per_recordings_file(problems), key=lambda p: p.file))  # stable: file order, then as found
+        # stable: file order, then as found
+        raise UsageError(sorted(_one_per_recordings_file(problems), key=lambda p: p.file))
     if not cases:
-        raise UsageError([Problem(root.as_posix(), None, None, f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
+        raise UsageError([Problem(root.as_posix(), None, None,
+                                  f"no cases found (looked for {', '.join(CASE_SUFFIXES)} files)")])
     return cases

@@ -56,7 +56,8 @@ class Endpoint:
 
 def endpoints_from(data: Mapping[str, Mapping[str, Any]]) -> dict[str, Endpoint]:
     """The validated ``endpoints`` mapping as Endpoints."""
-    return {name: Endpoint(name, e["base_url"], e["model"], e.get("api_key_env"), float(e.get("temperature", 0.0))) for name, e in data.items()}
+    return {name: Endpoint(name, e["base_url"], e["model"], e.get("api_key_env"), float(e.get("temperature", 0.0)))
+            for name, e in data.items()}
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -74,14 +75,17 @@ def parse_key_env(text: str) -> str:
     return text
 
 
-def with_overrides(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[str, str]], shown: str) -> dict[str, Endpoint]:
-    """The endpoints with ``--endpoint NAME=URL`` applied; a name the config does not define, or a bad URL, is bad usage."""
+def with_overrides(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[str, str]],
+                   shown: str) -> dict[str, Endpoint]:
+    """The endpoints with ``--endpoint NAME=URL`` applied; a name the config does not define, or a bad URL, is bad
+    usage."""
     out = dict(endpoints)
     problems = []
     for name, url in overrides:
         why = url_problem(url)
         if name not in out:
-            problems.append(f"--endpoint {name}=...: no endpoint {name!r} in {shown} (it defines: {', '.join(sorted(out)) or 'none'})")
+            problems.append(f"--endpoint {name}=...: no endpoint {name!r} in {shown} "
+                            f"(it defines: {', '.join(sorted(out)) or 'none'})")
         elif why:
             problems.append(f"--endpoint {name}= {why}")
         else:
@@ -93,7 +97,8 @@ def with_overrides(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[
 
 def checked_endpoints(endpoints: Mapping[str, Endpoint], overrides: Sequence[tuple[str, str]], cases: Sequence[Case],
                       path: Path | None) -> dict[str, Endpoint]:
-    """The run's endpoints (``--endpoint`` applied), once every rubric is known to name one of them: bad usage otherwise, offline too."""
+    """The run's endpoints (``--endpoint`` applied), once every rubric is known to name one of them: bad usage
+    otherwise, offline too."""
     shown = path.as_posix() if path else "envelope-ci.yaml (none found)"
     out = with_overrides(endpoints, overrides, shown)
     unknown = unknown_endpoints(cases, out, shown)
@@ -103,8 +108,10 @@ def checked_endpoints(endpoints: Mapping[str, Endpoint], overrides: Sequence[tup
 
 
 def unknown_endpoints(cases: Sequence[Case], endpoints: Mapping[str, Endpoint], shown: str) -> list[Problem]:
-    """An llm-rubric naming an endpoint the config does not define, on the case's line: found offline as well as live."""
-    return [Problem(case.file, case.line, "assert", f"llm-rubric endpoint {name!r} is not defined under 'endpoints' in {shown}")
+    """An llm-rubric naming an endpoint the config does not define, on the case's line: found offline as well as
+    live."""
+    return [Problem(case.file, case.line, "assert",
+                    f"llm-rubric endpoint {name!r} is not defined under 'endpoints' in {shown}")
             for case in cases for name in sorted(case_endpoints(case)) if name not in endpoints]
 
 
@@ -114,13 +121,15 @@ def case_endpoints(case: Case) -> set[str]:
 
 
 def api_key(endpoint: Endpoint, environ: Mapping[str, str], shown: str) -> str | None:
-    """The endpoint's key from its environment variable: only a live run asks, so a fork PR's offline run never needs it."""
+    """The endpoint's key from its environment variable: only a live run asks, so a fork PR's offline run never
+    needs it."""
     if endpoint.api_key_env is None:
         return None
     key = environ.get(endpoint.api_key_env)
     if not key:
         raise UsageError([Problem(shown, None, f"endpoints.{endpoint.name}.api_key_env",
-                                  f"${endpoint.api_key_env} is not set in the environment (export it, or run offline)")])
+                                  f"${endpoint.api_key_env} is not set in the environment "
+                                  "(export it, or run offline)")])
     return key
 
 

@@ -32,7 +32,8 @@ def fixture_files(root: Path, exclude: set[Path]) -> list[Path]:
         if resolved in exclude or exclude.intersection(resolved.parents):
             continue
         if path.is_symlink() and top not in resolved.parents:
-            raise UsageError([Problem(path.as_posix(), None, None, f"a symlink out of the fixtures directory (to {resolved.as_posix()}): "
+            raise UsageError([Problem(path.as_posix(), None, None,
+                                      f"a symlink out of the fixtures directory (to {resolved.as_posix()}): "
                                       "copy the file in, or name it from a case")])
         if path.is_file():
             out.append(path)
@@ -51,7 +52,8 @@ def resolve_link(path: Path) -> Path:
 def _walk(root: Path) -> list[Path]:
     """Every entry under ``root``, not descending into symlinked folders; an unreadable folder is an error."""
     def refuse(error: OSError) -> None:
-        raise UsageError([Problem(str(error.filename or root), None, None, f"cannot read this folder of the fixtures: {error.strerror or error}")])
+        raise UsageError([Problem(str(error.filename or root), None, None,
+                                  f"cannot read this folder of the fixtures: {error.strerror or error}")])
 
     found = []
     for folder, dirs, files in os.walk(root, onerror=refuse):
@@ -86,10 +88,14 @@ def case_files(root: Path, exclude: set[Path]) -> list[Path]:
     is gone is an error, not silently ignored recordings.
     """
     files = fixture_files(root, exclude)
-    cases = [p for p in files if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME) and not p.name.endswith(RECORDED_SUFFIX)]
-    orphans = [p for p in files if p.name.endswith(RECORDED_SUFFIX) and p.with_name(p.name[: -len(RECORDED_SUFFIX)]) not in cases]
+    cases = [p for p in files if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME)
+             and not p.name.endswith(RECORDED_SUFFIX)]
+    orphans = [p for p in files
+               if p.name.endswith(RECORDED_SUFFIX) and p.with_name(p.name[: -len(RECORDED_SUFFIX)]) not in cases]
     if orphans:
-        raise UsageError([Problem(p.as_posix(), None, None, f"recorded envelopes of {p.name[: -len(RECORDED_SUFFIX)]}, which holds no cases here: "
+        raise UsageError([Problem(p.as_posix(), None, None,
+                                  f"recorded envelopes of {p.name[: -len(RECORDED_SUFFIX)]}, "
+                                  "which holds no cases here: "
                                   "rename it with its fixture file, or delete it") for p in orphans])
     return cases
 
@@ -101,6 +107,7 @@ def read_text(path: Path, shown: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise UsageError([Problem(shown, line, None, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})")]) from None
+        raise UsageError([Problem(shown, line, None,
+                                  f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})")]) from None
 
 

@@ -57,7 +57,8 @@ class RawCase(Data, frozen=True):
 
 
 class _Refused(yaml.MarkedYAMLError):
-    """Well-formed YAML this loader will not build (an alias bomb, deep nesting, a huge integer), marked where it starts."""
+    """Well-formed YAML this loader will not build (an alias bomb, deep nesting, a huge integer), marked where it
+    starts."""
 
     def __init__(self, mark: Any, problem: str) -> None:
         super().__init__(problem=problem, problem_mark=mark)
@@ -103,7 +104,8 @@ class _LineLoader(yaml.SafeLoader):
         if self.aliases > MAX_YAML_ALIASES:
             raise _Refused(mark, f"more than {MAX_YAML_ALIASES} YAML aliases: refusing a possible alias bomb")
         if node not in self.sizes:
-            raise _Refused(mark, "an alias inside the node it names: a value that contains itself never ends, and is not JSON")
+            raise _Refused(mark, "an alias inside the node it names: a value that contains itself never ends, "
+                                 "and is not JSON")
         self.expanded += self.sizes[node]
         if self.expanded > MAX_ALIAS_BYTES:
             raise _Refused(mark, f"YAML aliases expand past {MAX_ALIAS_BYTES // 2**20} MiB: refusing an alias bomb")
@@ -133,11 +135,13 @@ def _construct_located_map(loader: _LineLoader, node: yaml.MappingNode) -> Itera
 
 
 def _huge_integer() -> str:
-    return f"an integer of more than {sys.get_int_max_str_digits()} digits, more than Python converts to or from text (quote it, if it is text)"
+    return (f"an integer of more than {sys.get_int_max_str_digits()} digits, more than Python converts to or from text "
+            "(quote it, if it is text)")
 
 
 def _construct_int(loader: _LineLoader, node: yaml.ScalarNode) -> int:
-    """An integer, refused on its line when it could not be written back in decimal (``0x`` and 4,000 hex digits, say)."""
+    """An integer, refused on its line when it could not be written back in decimal (``0x`` and 4,000 hex digits,
+    say)."""
     try:
         value: int = loader.construct_yaml_int(node)
         str(value)
@@ -185,7 +189,8 @@ def _refuse_constant(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise _Token(f"{text} is not a JSON number Python can hold (it overflows to infinity): use null or a finite number", re.escape(text))
+        raise _Token(f"{text} is not a JSON number Python can hold (it overflows to infinity): "
+                     "use null or a finite number", re.escape(text))
     return value
 
 
@@ -220,7 +225,8 @@ def loads_strict(text: str) -> Any:
     deep = too_deep(text)
     if deep is not None:
         raise NotJSON(f"nested deeper than {MAX_DEPTH} levels", deep)
-    try:  # msgspec is as strict as this (no NaN, no lone surrogate), and fast; only what it refuses is read again to word why
+    # msgspec is as strict as this (no NaN, no lone surrogate), and fast; only what it refuses is read again to word why
+    try:
         return msgspec.json.decode(text)
     except (msgspec.DecodeError, msgspec.ValidationError):
         pass
@@ -233,7 +239,8 @@ def loads_strict(text: str) -> Any:
     except json.JSONDecodeError:
         raise
     except ValueError:  # the only other: an integer past Python's int-str limit
-        raise NotJSON(_huge_integer(), _line_outside_strings(text, _HUGE_INTEGER % (sys.get_int_max_str_digits() + 1))) from None
+        raise NotJSON(_huge_integer(),
+                      _line_outside_strings(text, _HUGE_INTEGER % (sys.get_int_max_str_digits() + 1))) from None
 
 
 def _wrapper_hint(data: Any) -> str:
@@ -257,12 +264,15 @@ def _unwrap(data: Any) -> list[Any] | None:
 
 def _defaults_form(data: dict[str, Any], shown: str, top_lines: Mapping[str, int]) -> tuple[list[Any], dict[str, Any]]:
     """``{defaults: {...}, cases: [...]}``: the cases and their defaults, or every problem with the wrapper."""
-    problems = [Problem(shown, top_lines.get(str(key), 1), str(key), "unknown key: a file with 'defaults' holds only 'defaults' and 'cases'")
+    problems = [Problem(shown, top_lines.get(str(key), 1), str(key),
+                        "unknown key: a file with 'defaults' holds only 'defaults' and 'cases'")
                 for key in data if key not in ("defaults", "cases")]
     if not isinstance(data.get("cases"), list):
-        problems.append(Problem(shown, top_lines.get("cases", 1), "cases", "a file with 'defaults' needs a 'cases' list"))
+        problems.append(Problem(shown, top_lines.get("cases", 1), "cases",
+                                "a file with 'defaults' needs a 'cases' list"))
     if not isinstance(data["defaults"], dict):
-        problems.append(Problem(shown, top_lines.get("defaults", 1), "defaults", f"expected a mapping of case keys, got {type(data['defaults']).__name__}"))
+        problems.append(Problem(shown, top_lines.get("defaults", 1), "defaults",
+                                f"expected a mapping of case keys, got {type(data['defaults']).__name__}"))
     if problems:
         raise UsageError(problems)
     return data["cases"], data["defaults"]
@@ -274,7 +284,8 @@ def _split(data: Any, shown: str, top_lines: Mapping[str, int]) -> tuple[list[An
         return _defaults_form(data, shown, top_lines)
     items = _unwrap(data)
     if items is None:
-        raise UsageError([Problem(shown, 1, None, "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
+        raise UsageError([Problem(shown, 1, None,
+                                  "expected a case, a list of cases, or {cases: [...]}" + _wrapper_hint(data))])
     return items, {}
 
 
@@ -288,7 +299,8 @@ _REPLACES = {
 }
 
 
-def _entry_lines(key: str, entries: Iterable[Any], inherited: Container[Any], default_line: int, own_line: int | None) -> dict[str, int]:
+def _entry_lines(key: str, entries: Iterable[Any], inherited: Container[Any], default_line: int,
+                 own_line: int | None) -> dict[str, int]:
     """The line of each merged entry (``assert.0``, ``vars.tone``): the defaults' for those they gave."""
     found = {f"{key}.{e}": default_line if e in inherited else own_line for e in entries}
     return {k: line for k, line in found.items() if line is not None}
@@ -308,19 +320,23 @@ def apply_defaults(raw: RawCase, defaults: Mapping[str, Any], lines: Mapping[str
     base, mine = defaults.get("assert"), own.get("assert")
     if isinstance(base, list) and isinstance(mine, list):
         data["assert"] = base + mine
-        key_lines.update(_entry_lines("assert", range(len(data["assert"])), range(len(base)), lines["assert"], raw.key_lines.get("assert", raw.line)))
+        key_lines.update(_entry_lines("assert", range(len(data["assert"])), range(len(base)), lines["assert"],
+                                      raw.key_lines.get("assert", raw.line)))
     base, mine = defaults.get("vars"), own.get("vars")
     if isinstance(base, dict) and isinstance(mine, dict):
         data["vars"] = {**base, **mine}
         default_vars = set(base) - set(mine)
-        key_lines.update(_entry_lines("vars", data["vars"], default_vars, lines["vars"], raw.key_lines.get("vars", raw.line)))
-    return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars), raw.plain)  # the defaults are from the same text
+        key_lines.update(_entry_lines("vars", data["vars"], default_vars, lines["vars"],
+                                      raw.key_lines.get("vars", raw.line)))
+    # the defaults are from the same text
+    return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars), raw.plain)
 
 
 def with_defaults(raws: list[RawCase], defaults: dict[str, Any], lines: Mapping[str, int], shown: str) -> list[RawCase]:
     """Every case of a file over the file's defaults; ``id`` is the one key defaults cannot give."""
     if "id" in defaults:
-        raise UsageError([Problem(shown, lines["id"], "defaults.id", "defaults cannot give an id: each case names its own")])
+        raise UsageError([Problem(shown, lines["id"], "defaults.id",
+                                  "defaults cannot give an id: each case names its own")])
     return [apply_defaults(raw, defaults, lines) for raw in raws]
 
 
@@ -328,7 +344,8 @@ def _reader_problem(text: str, shown: str, exc: yaml.reader.ReaderError) -> Prob
     """A character YAML does not allow (a raw control byte, say), on its line."""
     code = exc.character  # a code point: the reader was given text
     return Problem(shown, text.count("\n", 0, exc.position) + 1, None,
-                   f"malformed YAML: character U+{code:04X} is not allowed in YAML (write it as \\u{code:04x} in a double-quoted string)")
+                   f"malformed YAML: character U+{code:04X} is not allowed in YAML "
+                   f"(write it as \\u{code:04x} in a double-quoted string)")
 
 
 def _load_yaml(text: str, shown: str) -> tuple[Any, Mapping[int, tuple[int, dict[str, int]]]]:
@@ -344,7 +361,8 @@ def _load_yaml(text: str, shown: str) -> tuple[Any, Mapping[int, tuple[int, dict
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         hint = " (YAML indents with spaces, not tabs)" if "'\\t'" in str(exc.problem) else ""
-        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None, f"malformed YAML: {exc.problem or exc}{hint}")]) from None
+        raise UsageError([Problem(shown, mark.line + 1 if mark else None, None,
+                                  f"malformed YAML: {exc.problem or exc}{hint}")]) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -373,7 +391,8 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
 def json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -> Problem:
     """A JSON syntax error as a problem on its line, with a hint for the commonest slip."""
     before = exc.doc[: exc.pos].rstrip()
-    hint = " (a trailing comma? JSON allows none before ] or })" if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in "]}" else ""
+    hint = (" (a trailing comma? JSON allows none before ] or })"
+            if before.endswith(",") and exc.doc[exc.pos : exc.pos + 1] in "]}" else "")
     return Problem(shown, exc.lineno + line_offset, None, f"malformed JSON: {exc.msg} (column {exc.colno}){hint}")
 
 
@@ -430,7 +449,8 @@ def parse_json(text: str, shown: str) -> list[RawCase]:
     for item in items:
         case_id = item.get("id") if isinstance(item, dict) else None
         lines = id_lines.get(case_id) if isinstance(case_id, str) else None
-        out.append(RawCase(item, shown, lines.popleft() if lines else None, {}, plain=plain))  # a duplicate id gets the next line it is on
+        # a duplicate id gets the next line it is on
+        out.append(RawCase(item, shown, lines.popleft() if lines else None, {}, plain=plain))
     # json keeps no positions: a problem in the defaults points at the "defaults" key.
     return with_defaults(out, defaults, dict.fromkeys(defaults, top_lines.get("defaults", 1)), shown)
 

@@ -79,9 +79,12 @@ def pin_from_dict(data: Mapping[str, Any]) -> Pin:
 def unknown_keys(data: Mapping[str, Any]) -> tuple[str, ...]:
     """Keys a newer release may have added (docs/pins.md, "How the format evolves"): read past, each named once."""
     top = sorted(str(k) for k in data if k not in _TOP_KEYS)
-    fingerprints = [data.get("fingerprint"), *(p.get("fingerprint") for p in data["cases"].values() if isinstance(p, dict))]
-    in_pins = sorted({f"cases.*.{k}" for p in data["cases"].values() if isinstance(p, dict) for k in p if k not in _PIN_KEYS})
-    in_fingerprints = sorted({f"fingerprint.{k}" for fp in fingerprints if isinstance(fp, dict) for k in fp if k not in _FINGERPRINT_KEYS})
+    fingerprints = [data.get("fingerprint"),
+                    *(p.get("fingerprint") for p in data["cases"].values() if isinstance(p, dict))]
+    in_pins = sorted({f"cases.*.{k}" for p in data["cases"].values() if isinstance(p, dict)
+                      for k in p if k not in _PIN_KEYS})
+    in_fingerprints = sorted({f"fingerprint.{k}" for fp in fingerprints if isinstance(fp, dict)
+                              for k in fp if k not in _FINGERPRINT_KEYS})
     return (*top, *in_pins, *in_fingerprints)
 
 
@@ -99,9 +102,11 @@ def parse_pins(text: str, shown: str) -> Pins:
     except NotJSON as exc:  # NaN in a hand-edited pin would end as a traceback when the pins are next written
         raise UsageError([Problem(shown, exc.line, None, str(exc))]) from None
     if not isinstance(data, dict) or data.get("format") != PINS_FORMAT or not isinstance(data.get("cases"), dict):
-        raise UsageError([Problem(shown, None, "format", f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
+        raise UsageError([Problem(shown, None, "format",
+                                  f"not an envelope-ci pins file (expected format {PINS_FORMAT!r})")])
     if data.get("version") != PINS_VERSION:
-        raise UsageError([Problem(shown, None, "version", f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
+        raise UsageError([Problem(shown, None, "version",
+                                  f"pins version {data.get('version')!r} is not supported (this is {PINS_VERSION})")])
     problems = []
     for error in _PINS.errors(data):
         path = [str(p) for p in error.absolute_path]
@@ -159,10 +164,12 @@ def render_pins(pins: Pins) -> str:
     }
     lines = [canonical_json(head)[:-1] + ',"files":{']
     files = sorted(pins.files.items())
-    lines += [f"{canonical_json(path)}:{canonical_json(value)}" + ("," if i < len(files) - 1 else "") for i, (path, value) in enumerate(files)]
+    lines += [f"{canonical_json(path)}:{canonical_json(value)}" + ("," if i < len(files) - 1 else "")
+              for i, (path, value) in enumerate(files)]
     lines.append('},"cases":{')
     items = sorted(pins.cases.items())
     for i, (cid, pin) in enumerate(items):
-        lines.append(f"{canonical_json(cid)}:{canonical_json(msgspec.to_builtins(pin))}" + ("," if i < len(items) - 1 else ""))
+        lines.append(f"{canonical_json(cid)}:{canonical_json(msgspec.to_builtins(pin))}"
+                     + ("," if i < len(items) - 1 else ""))
     lines.append("}}")
     return "\n".join(lines) + "\n"

@@ -70,7 +70,8 @@ def _lines_of(path: Path) -> Iterator[tuple[int, str, Any]]:
                 raise UsageError([Problem(path.as_posix(), number, None, str(exc))]) from None
 
 
-ENVELOPE_SCHEMA: dict[str, Any] = json.loads(resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))["$defs"]["envelope"]
+ENVELOPE_SCHEMA: dict[str, Any] = json.loads(
+    resources.files("envelope_ci").joinpath("case_schema.json").read_text("utf-8"))["$defs"]["envelope"]
 _ENVELOPE_KEYS = frozenset(ENVELOPE_SCHEMA["properties"])
 # One recorded envelope, checked directly (the schema has no oneOf or $ref around it).
 _ENVELOPE = FileSchema(lambda: ENVELOPE_SCHEMA)
@@ -131,7 +132,8 @@ _Ms = Annotated[int, msgspec.Meta(ge=0)] | Annotated[float, msgspec.Meta(ge=0)] 
 
 
 class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
-    """One recorded envelope typed as ``$defs.envelope`` of case_schema.json has it: msgspec checks a line as it decodes it.
+    """One recorded envelope typed as ``$defs.envelope`` of case_schema.json has it: msgspec checks a line as it
+    decodes it.
 
     As strict as that schema or stricter (an integer written ``1.0`` is refused here): a line it
     refuses is read again the schema's way, which accepts what the schema accepts and words why not.
@@ -151,12 +153,13 @@ class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
     judgements: dict[str, _Recorded] = {}
 
     def envelope(self) -> Envelope | None:
-        """The envelope it records, or None when it gives both or neither of ``http_status`` and ``error`` (the schema's oneOf)."""
+        """The envelope it records, or None when it gives both or neither of ``http_status`` and ``error`` (the
+        schema's oneOf)."""
         judged = {rubric: j.envelope() for rubric, j in self.judgements.items()}
         if (self.http_status is msgspec.UNSET) == (self.error is msgspec.UNSET) or None in judged.values():
             return None
-        return Envelope(http_status=None if self.http_status is msgspec.UNSET else self.http_status, elapsed_ms=self.elapsed_ms,
-                        ttft_ms=self.ttft_ms, headers=self.headers, body=self.body,
+        return Envelope(http_status=None if self.http_status is msgspec.UNSET else self.http_status,
+                        elapsed_ms=self.elapsed_ms, ttft_ms=self.ttft_ms, headers=self.headers, body=self.body,
                         error=None if self.error is msgspec.UNSET else self.error, attempts=self.attempts,
                         stream_complete=self.stream_complete, notes=self.notes, request=self.request,
                         judgements={rubric: j for rubric, j in judged.items() if j is not None})
@@ -197,7 +200,8 @@ def read_replay(path: Path, case_ids: set[str]) -> Replay:
         if not line.strip():
             continue
         found = _typed(line)
-        if found is None or found[0] not in case_ids:  # the long way: the schema's reading, and the wording of what is wrong
+        # the long way: the schema's reading, and the wording of what is wrong
+        if found is None or found[0] not in case_ids:
             found = _checked(shown, number, line, case_ids, problems)
         if found is not None:
             envelopes.setdefault(found[0], []).extend(found[1])
@@ -206,8 +210,10 @@ def read_replay(path: Path, case_ids: set[str]) -> Replay:
     return Replay(envelopes, {case_id: [e.request for e in found] for case_id, found in envelopes.items()})
 
 
-def _checked(shown: str, number: int, line: str, case_ids: set[str], problems: list[Problem]) -> tuple[str, list[Envelope]] | None:
-    """A line the typed reading refused, read as the schema has it: its id and envelopes, or None with its problem added."""
+def _checked(shown: str, number: int, line: str, case_ids: set[str],
+             problems: list[Problem]) -> tuple[str, list[Envelope]] | None:
+    """A line the typed reading refused, read as the schema has it: its id and envelopes, or None with its problem
+    added."""
     try:
         item = loads_strict(line)
     except json.JSONDecodeError as exc:
@@ -217,7 +223,8 @@ def _checked(shown: str, number: int, line: str, case_ids: set[str], problems: l
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
         problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
         return None
-    found = envelope_problem(item["recorded"]) if item["id"] in case_ids else ("id", f"{item['id']!r} matches no case in the fixtures")
+    found = (envelope_problem(item["recorded"]) if item["id"] in case_ids
+             else ("id", f"{item['id']!r} matches no case in the fixtures"))
     if found is not None:
         problems.append(Problem(shown, number, *found))
         return None
@@ -254,7 +261,8 @@ class RecordingWriter:
 
     def write(self, case_id: str, env: Envelope, attempt_log: Sequence[dict[str, Any]] = ()) -> None:
         # ASCII escapes: a server's lone surrogate ("\\ud800") round-trips instead of failing to encode as UTF-8.
-        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)}, ensure_ascii=True)
+        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)},
+                          ensure_ascii=True)
         with self._lock:
             if self._fh.closed:  # a call that outlived an interrupted run: the report has moved on
                 return
@@ -287,7 +295,8 @@ class Recorded(Mapping[str, list[Envelope]]):
     def __getitem__(self, case_id: str) -> list[Envelope]:
         case = self.own.get(case_id)
         if case is not None:
-            return [envelope_from_raw(e) for e in case.recorded] if case.recorded else [Envelope(completion=case.completion)]
+            return ([envelope_from_raw(e) for e in case.recorded] if case.recorded
+                    else [Envelope(completion=case.completion)])
         if self.replay is None:
             raise KeyError(case_id)
         return self.replay.envelopes.pop(case_id)  # a KeyError too for a case it does not hold (or gave up already)

@@ -18,7 +18,8 @@ from ..model import Case
 from ..providers.openai_chat import OPENAI_CHAT
 
 # The request fields an answer depends on; anything else (stream options, user) does not change it.
-ANSWER_FIELDS = ("model", "messages", "tools", "tool_choice", "response_format", "max_tokens", "temperature", "seed", "stop")
+ANSWER_FIELDS = ("model", "messages", "tools", "tool_choice", "response_format", "max_tokens", "temperature", "seed",
+                 "stop")
 # Shown as they are in a difference ("temperature 0.0 → 0.7"); the rest by a short digest.
 _PLAIN = ("model", "max_tokens", "temperature", "seed")
 _SHORT = 12
@@ -109,8 +110,10 @@ def staleness(case: Case, recorded: Sequence[Mapping[str, Any] | None], temperat
     return None, unverified
 
 
-def check_recordings(cases: list[Case] | tuple[Case, ...], requests: Mapping[str, Sequence[Mapping[str, Any] | None]], temperature: float) -> Staleness:
-    """Every case's recordings (``requests``: what each of its recordings says it answered) against the request it would send now.
+def check_recordings(cases: list[Case] | tuple[Case, ...], requests: Mapping[str, Sequence[Mapping[str, Any] | None]],
+                     temperature: float) -> Staleness:
+    """Every case's recordings (``requests``: what each of its recordings says it answered) against the request it
+    would send now.
 
     Offline and replayed runs only. A bare ``completion`` is a hand-written answer, not a recording: it has no requests.
     """

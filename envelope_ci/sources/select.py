@@ -13,7 +13,8 @@ from ..errors import Problem, UsageError
 from ..model import STRATA, UNSTRATIFIED, Case
 
 _STRATUM_NAMES = (*STRATA, UNSTRATIFIED.name)
-FILTER_HELP = "id glob (refund-*), tag:NAME or stratum:NAME (easy, medium, stretch, unstratified); globs work in all three"
+FILTER_HELP = ("id glob (refund-*), tag:NAME or stratum:NAME (easy, medium, stretch, unstratified); "
+               "globs work in all three")
 
 
 def filter_problem(spec: str) -> str | None:
@@ -41,5 +42,7 @@ def select_cases(cases: Sequence[Case], filters: Sequence[str]) -> list[Case]:
     """The cases any filter selects, in suite order; a filter that selects nothing is bad input."""
     unmatched = [spec for spec in filters if not any(matches(c, spec) for c in cases)]
     if unmatched:
-        raise UsageError([Problem("", None, None, f"--filter {spec!r} matches none of the {len(cases)} case(s) in the fixtures") for spec in unmatched])
+        raise UsageError([Problem("", None, None,
+                                  f"--filter {spec!r} matches none of the {len(cases)} case(s) in the fixtures")
+                          for spec in unmatched])
     return [c for c in cases if any(matches(c, spec) for spec in filters)]

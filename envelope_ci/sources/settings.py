@@ -122,7 +122,8 @@ def find_config(fixtures_dir: Path, explicit: Path | None) -> Path | None:
 
 
 def _problems(raw: RawCase) -> list[Problem]:
-    """Every problem with the settings, each on its line; a value JSON cannot hold (``.inf``, a key that is not text) is one."""
+    """Every problem with the settings, each on its line; a value JSON cannot hold (``.inf``, a key that is not
+    text) is one."""
     found = not_json(raw.data)
     if found is not None:
         return [Problem(raw.file, raw.line_of(found[0]), found[0] or None, found[1])]

@@ -55,7 +55,8 @@ def read_sidecar(path: Path, shown: str) -> dict[str, Entry]:
         if not isinstance(item, dict) or set(item) != {"id", "recorded"} or not isinstance(item["id"], str):
             problems.append(Problem(shown, number, None, _LINE_SHAPE))
         elif item["id"] in entries:
-            problems.append(Problem(shown, number, "id", f"{item['id']!r} is already on line {entries[item['id']].line}: one line per case, "
+            problems.append(Problem(shown, number, "id",
+                                    f"{item['id']!r} is already on line {entries[item['id']].line}: one line per case, "
                                     "its repeats as a list"))
         elif (found := envelope_problem(item["recorded"])) is not None:
             problems.append(Problem(shown, number, found[0], found[1]))
@@ -67,7 +68,8 @@ def read_sidecar(path: Path, shown: str) -> dict[str, Entry]:
 
 
 def attach_recorded(raws: Iterable[RawCase], path: Path, shown: str) -> Iterable[RawCase]:
-    """A fixture file's cases, each given its sidecar line as ``recorded`` (``raws`` themselves, as given, when it has no sidecar).
+    """A fixture file's cases, each given its sidecar line as ``recorded`` (``raws`` themselves, as given, when it
+    has no sidecar).
 
     A line for a case that records its own answer (``recorded`` or ``completion``) would leave
     two answers to grade, and a line for no case of the file would be silently dropped: both
@@ -90,8 +92,10 @@ def attach_recorded(raws: Iterable[RawCase], path: Path, shown: str) -> Iterable
             problems.append(Problem(side_shown, entry.line, "id", f"case {case_id!r} has its own {own[0]!r} "
                                     f"({raw.file}:{raw.line_of(own[0])}): keep one of the two"))
         else:
-            out.append(replace(raw, data={**raw.data, "recorded": entry.recorded}, plain=False))  # the sidecar is another text
-    problems += [Problem(side_shown, e.line, "id", f"{case_id!r} is not a case of {shown}") for case_id, e in entries.items()]
+            # the sidecar is another text
+            out.append(replace(raw, data={**raw.data, "recorded": entry.recorded}, plain=False))
+    problems += [Problem(side_shown, e.line, "id", f"{case_id!r} is not a case of {shown}")
+                 for case_id, e in entries.items()]
     if problems:
         raise UsageError(problems)
     return out
@@ -99,4 +103,5 @@ def attach_recorded(raws: Iterable[RawCase], path: Path, shown: str) -> Iterable
 
 def render_sidecar(order: Sequence[str], recorded: Mapping[str, Any]) -> str:
     """A sidecar's text: one line per case in the fixture file's order, ASCII-escaped like ``--record``."""
-    return "".join(json.dumps({"id": case_id, "recorded": recorded[case_id]}, ensure_ascii=True) + "\n" for case_id in order if case_id in recorded)
+    return "".join(json.dumps({"id": case_id, "recorded": recorded[case_id]}, ensure_ascii=True) + "\n"
+                   for case_id in order if case_id in recorded)

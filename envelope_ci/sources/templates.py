@@ -1,4 +1,5 @@
-"""``{{ name }}`` placeholders in what a case sends (prompt, system, messages, prompt files), filled from its ``vars``."""
+"""``{{ name }}`` placeholders in what a case sends (prompt, system, messages, prompt files), filled from its
+``vars``."""
 from __future__ import annotations
 
 import json
@@ -65,7 +66,8 @@ class _Filler:
             elif name not in unknown:
                 unknown.add(name)
                 place = f" ({{{{ {name} }}}} in {ref}:{text.count(chr(10), 0, match.start()) + 1})" if ref else ""
-                self.problems.append((where, f"unknown variable {name!r}{place}: add it to the vars of case {self.case_id!r}"))
+                self.problems.append((where, f"unknown variable {name!r}{place}: "
+                                             f"add it to the vars of case {self.case_id!r}"))
         self.spend(where, size, ref)  # before the text is built: a refused one never is
         return PLACEHOLDER.sub(lambda m: self.values.get(m.group(1), m.group(0)), text)
 
@@ -135,7 +137,8 @@ def _judge_prompts(data: Mapping[str, Any], messages: tuple[dict[str, Any], ...]
         fill.spend(f"assert.{index}.value", len(rubric) + question)
 
 
-def render(data: Mapping[str, Any], refs: FileRefs, default_vars: frozenset[str] = frozenset()) -> tuple[tuple[dict[str, Any], ...], list[tuple[str, str]]]:
+def render(data: Mapping[str, Any], refs: FileRefs,
+           default_vars: frozenset[str] = frozenset()) -> tuple[tuple[dict[str, Any], ...], list[tuple[str, str]]]:
     """The messages a validated case sends, files read and placeholders filled, and its problems as (field, message).
 
     A var the case sets itself must be used (an unused one is most likely a typo); one it
@@ -151,5 +154,7 @@ def render(data: Mapping[str, Any], refs: FileRefs, default_vars: frozenset[str]
     refs.rendered += fill.chars
     for name in variables:
         if name not in fill.used and name not in default_vars:
-            fill.problems.append((f"vars.{name}", f"unused variable {name!r}: case {data['id']!r} has no {{{{ {name} }}}} in its prompt, system, messages or their files"))
+            fill.problems.append((f"vars.{name}",
+                                  f"unused variable {name!r}: case {data['id']!r} has no {{{{ {name} }}}} "
+                                  "in its prompt, system, messages or their files"))
     return messages, fill.problems

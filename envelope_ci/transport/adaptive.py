@@ -60,7 +60,8 @@ class AdaptiveLimit:
             self._in_flight -= 1
             if signal is Pressure.LIMITED:
                 self._lower(epoch)
-            elif signal is Pressure.ANSWERED and epoch == self._epoch:  # an answer admitted before a decrease proves nothing since
+            elif signal is Pressure.ANSWERED and epoch == self._epoch:  # an answer admitted before a decrease
+                # proves nothing since
                 self._raise()
             self._cond.notify_all()
 

@@ -73,7 +73,8 @@ class Client:
         t0 = time.perf_counter()
         with self.watchdog.deadline(deadline_s) as alarm:
             try:
-                resp = self.session.post(self.url, data=payload, headers=self.headers, timeout=timeout, stream=True, allow_redirects=False)
+                resp = self.session.post(self.url, data=payload, headers=self.headers, timeout=timeout, stream=True,
+                                         allow_redirects=False)
             except TRANSPORT_ERRORS as exc:
                 return self._failed(exc, t0, deadline_s, alarm)
             try:
@@ -85,18 +86,21 @@ class Client:
         return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
 
     def _read(self, resp: requests.Response, limits: Limits) -> Envelope:
-        if self.settings.stream and resp.status_code == 200 and "text/event-stream" in resp.headers.get("content-type", ""):
+        if (self.settings.stream and resp.status_code == 200
+                and "text/event-stream" in resp.headers.get("content-type", "")):
             return read_stream(resp, limits, self.provider)
         return read_whole(resp, limits)
 
     def _failed(self, exc: BaseException, t0: float, deadline_s: float, alarm: Alarm) -> Envelope:
         elapsed = (time.perf_counter() - t0) * 1000.0
-        detail = deadline_passed(deadline_s) if alarm.fired else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url)
+        detail = (deadline_passed(deadline_s) if alarm.fired
+                  else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url))
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
 
 
 def _read_environment_once(session: requests.Session, url: str) -> None:
-    """What requests reads from the environment for every request (proxies and NO_PROXY, a CA bundle, ~/.netrc), read once for ``url``.
+    """What requests reads from the environment for every request (proxies and NO_PROXY, a CA bundle, ~/.netrc), read
+    once for ``url``.
 
     Every attempt goes to the same URL, and requests would walk ``os.environ`` and stat ~/.netrc
     again for each: a fixed cost per attempt that a loaded machine turns into milliseconds.

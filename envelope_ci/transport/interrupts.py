@@ -32,7 +32,8 @@ class Interrupts:
         if self.stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.stop.set()
-        sys.stderr.write("\nenvelope-ci: stopping: finishing calls in flight, then writing the reports (Ctrl-C again to quit now)\n")
+        sys.stderr.write("\nenvelope-ci: stopping: finishing calls in flight, then writing the reports "
+                         "(Ctrl-C again to quit now)\n")
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._saved.items():

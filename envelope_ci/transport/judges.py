@@ -1,4 +1,5 @@
-"""The client settings of the llm-rubric judges a live run calls: the named endpoints its cases use, keys from the environment."""
+"""The client settings of the llm-rubric judges a live run calls: the named endpoints its cases use, keys from the
+environment."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -10,7 +11,10 @@ from .http import ClientSettings
 
 def judge_settings(cases: Sequence[Case], endpoints: Mapping[str, Endpoint], environ: Mapping[str, str],
                    timeout_s: float, shown: str) -> dict[str, ClientSettings]:
-    """One ClientSettings per endpoint the cases' rubrics name; a key variable that is not set is bad usage, found before any call."""
+    """One ClientSettings per endpoint the cases' rubrics name; a key variable that is not set is bad usage, found
+    before any call."""
     used = sorted({name for case in cases for name in case_endpoints(case)})
-    return {name: ClientSettings(base_url=endpoints[name].base_url, model=endpoints[name].model, temperature=endpoints[name].temperature,
-                                 api_key=api_key(endpoints[name], environ, shown), case_timeout_s=timeout_s) for name in used}
+    return {name: ClientSettings(base_url=endpoints[name].base_url, model=endpoints[name].model,
+                                 temperature=endpoints[name].temperature,
+                                 api_key=api_key(endpoints[name], environ, shown), case_timeout_s=timeout_s)
+            for name in used}

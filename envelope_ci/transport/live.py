@@ -27,9 +27,11 @@ def fetch_envelopes(
     started_at: float | None = None,
     judges: Mapping[str, ClientSettings] | None = None,
 ) -> LiveOutcome:
-    """Every case's grades from the endpoint, as the CLI wants them: Ctrl-C or --max-run-time ends the run politely, progress goes to stderr."""
+    """Every case's grades from the endpoint, as the CLI wants them: Ctrl-C or --max-run-time ends the run politely,
+    progress goes to stderr."""
     stop = STOP  # set already if a signal came while the fixtures were loading: nothing is sent then
     progress = Progress(len(cases) * repeats, quiet=quiet)
     with Interrupts(stop):
         return run_live(cases, settings, provider=provider, concurrency=concurrency, repeats=repeats, policy=policy,
-                        record=record, progress=progress, stop=stop, max_run_s=max_run_s, started_at=started_at, judges=judges)
+                        record=record, progress=progress, stop=stop, max_run_s=max_run_s, started_at=started_at,
+                        judges=judges)

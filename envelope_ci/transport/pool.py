@@ -41,7 +41,8 @@ CUT_STREAMS_NOTE_AT = 2
 
 @dataclass
 class LiveOutcome:
-    """Grades per case id (repeats in the order they finished), whether the run was cut short, and what the server did to it.
+    """Grades per case id (repeats in the order they finished), whether the run was cut short, and what the server
+    did to it.
 
     Grades, not envelopes: each envelope is graded, recorded and let go as it arrives, so a run's
     memory does not grow with the size of its answers (a grade keeps the preview, not the text).
@@ -62,19 +63,25 @@ class LiveOutcome:
         """Report notes on how the endpoint behaved: what a reader should change, or know, about this run."""
         out = []
         if self.cut_streams >= CUT_STREAMS_NOTE_AT:
-            out.append(f"the server cut {self.cut_streams} streamed response(s) before a finish_reason (retried as drops): " + (
-                "it may serve one request at a time (llama-cpp-python cuts a stream when the next request arrives, "
-                "unless started with --interrupt_requests False); try --concurrency 1" if self.concurrency > 1 else
-                "one request at a time, so not for another request: a proxy's timeout shorter than the answers take?"))
+            out.append(
+                f"the server cut {self.cut_streams} streamed response(s) before a finish_reason (retried as drops): "
+                + ("it may serve one request at a time (llama-cpp-python cuts a stream when the next request arrives, "
+                   "unless started with --interrupt_requests False); try --concurrency 1" if self.concurrency > 1 else
+                   "one request at a time, so not for another request: "
+                   "a proxy's timeout shorter than the answers take?"))
         if self.rate_limit_spent:
-            out.append(f"rate limited: the run stopped after waiting {self.rate_limit_wait_s:.1f} s on 429s (--max-rate-limit-wait); "
-                       "the cases left are undelivered")
+            out.append(f"rate limited: the run stopped after waiting {self.rate_limit_wait_s:.1f} s on 429s "
+                       "(--max-rate-limit-wait); the cases left are undelivered")
         elif self.rate_limit_wait_s > 0:
-            on = "429s" if not self.paced_s else f"rate limits ({self.paced_s:.1f} s of it holding requests until a used-up x-ratelimit-remaining-* reset)"
-            out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on {on} (attempts are not counted against --max-attempts)")
+            on = "429s" if not self.paced_s else (
+                f"rate limits ({self.paced_s:.1f} s of it holding requests "
+                "until a used-up x-ratelimit-remaining-* reset)")
+            out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on {on} "
+                       "(attempts are not counted against --max-attempts)")
         out.extend(self._concurrency_remark())
         if self.budget_spent:
-            out.append(f"retries ended by the budget, not the server: {self.budget_spent}; raise --retry-budget for a run that resolves them")
+            out.append(f"retries ended by the budget, not the server: {self.budget_spent}; "
+                       "raise --retry-budget for a run that resolves them")
         return out
 
     def _concurrency_remark(self) -> list[str]:
@@ -93,7 +100,8 @@ class LiveOutcome:
     def live_run(self) -> LiveRun:
         """The report's ``live`` block."""
         history = self.concurrency_history or ((0.0, self.concurrency),)
-        return LiveRun(self.concurrency, tuple(ConcurrencyChange(t, n) for t, n in history), round(self.rate_limit_wait_s, 3))
+        return LiveRun(self.concurrency, tuple(ConcurrencyChange(t, n) for t, n in history),
+                       round(self.rate_limit_wait_s, 3))
 
 
 def run_live(
@@ -124,7 +132,8 @@ def run_live(
     writer = RecordingWriter(record) if record else None
     watchdog = Watchdog()
     try:
-        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog, judges or {}, concurrency)
+        pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog,
+                     judges or {}, concurrency)
         threads = [threading.Thread(target=pool.work, args=(i, seed), name=f"envelope-ci-{i}", daemon=True)
                    for i in range(pool.limiter.ceiling)]
         for t in threads:
@@ -142,7 +151,8 @@ def run_live(
 
 
 def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float, deadline: float) -> bool:
-    """Wait for the workers, stopping them at the run's ``deadline``; once stopped, give the calls in flight ``grace_s`` in all.
+    """Wait for the workers, stopping them at the run's ``deadline``; once stopped, give the calls in flight
+    ``grace_s`` in all.
 
     True when the deadline stopped the run.
     """
@@ -161,17 +171,19 @@ def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float
 
 
 class _Pool:
-    """What the workers share: the job queue, the retry budget and pause, the concurrency limit, the watchdog, and the grades so far.
+    """What the workers share: the job queue, the retry budget and pause, the concurrency limit, the watchdog, and
+    the grades so far.
 
     There are as many workers as the limit's ceiling; the limit gates their attempts, not their number.
     """
 
     def __init__(self, cases: Sequence[Case], settings: ClientSettings, provider: Provider, policy: RetryPolicy,
-                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int, watchdog: Watchdog,
-                 judges: Mapping[str, ClientSettings], concurrency: int) -> None:
+                 stop: threading.Event, progress: Progress | None, writer: RecordingWriter | None, repeats: int,
+                 watchdog: Watchdog, judges: Mapping[str, ClientSettings], concurrency: int) -> None:
         self.cases, self.settings, self.provider, self.policy = cases, settings, provider, policy
         self.stop, self.progress, self.writer, self.watchdog, self.judges = stop, progress, writer, watchdog, judges
-        self.secrets = Secrets([s for c in (settings, *judges.values()) for s in (c.api_key, *c.extra_headers.values(), *endpoint_secrets(c.base_url))])
+        self.secrets = Secrets([s for c in (settings, *judges.values())
+                                for s in (c.api_key, *c.extra_headers.values(), *endpoint_secrets(c.base_url))])
         self.repeats = repeats
         self.jobs: list[Job] = [(i, r) for r in range(repeats) for i in range(len(cases))]
         self._next_job = iter(self.jobs)
@@ -208,13 +220,16 @@ class _Pool:
 
     def _call(self, client: Client, case: Case, rng: random.Random) -> tuple[Envelope, list[dict[str, Any]]]:
         try:
-            return call_with_retries(client, case, self.policy, self.budget, self.throttle, self.limiter, self.stop, rng)
+            return call_with_retries(client, case, self.policy, self.budget, self.throttle, self.limiter,
+                                     self.stop, rng)
         except Exception as exc:  # a bug of ours must cost one case, not a worker's whole queue
             detail = self.secrets.mask(f"{type(exc).__name__}: {exc}")[:300]
-            return Envelope(error=f"envelope-ci internal error: {detail}"), [{"attempt": 1, "label": "drop", "error": detail}]
+            return (Envelope(error=f"envelope-ci internal error: {detail}"),
+                    [{"attempt": 1, "label": "drop", "error": detail}])
 
     def _judged(self, judges: Mapping[str, Client], case: Case, env: Envelope, rng: random.Random) -> Envelope:
-        """The envelope with each llm-rubric's judge envelope attached (same retries and budget), so it is graded and recorded with them.
+        """The envelope with each llm-rubric's judge envelope attached (same retries and budget), so it is graded
+        and recorded with them.
 
         An answer the envelope alone labels (a drop, a cut) is not sent to the judge: there is nothing to judge.
         """
@@ -228,7 +243,8 @@ class _Pool:
             client = judges[rubric.endpoint]
             request = judge_request(case, rubric, answer)
             verdict, _ = self._call(client, request, rng)
-            found[rubric.text] = replace(verdict, request=request_record(request, client.settings.model, client.settings.temperature))
+            found[rubric.text] = replace(
+                verdict, request=request_record(request, client.settings.model, client.settings.temperature))
         return replace(env, judgements=found)
 
     def _finish(self, job: Job, case: Case, env: Envelope, log: list[dict[str, Any]]) -> None:
@@ -239,15 +255,19 @@ class _Pool:
                 self.results[job] = graded
             self.cut_streams += sum(1 for entry in log if entry.get("stream_cut"))
             if self.writer:  # with what was asked, so an offline run can tell the answer is still to today's request
-                self.writer.write(case.id, replace(env, request=request_record(case, self.settings.model, self.settings.temperature)), log)
+                self.writer.write(
+                    case.id, replace(env, request=request_record(case, self.settings.model, self.settings.temperature)),
+                    log)
         if self.progress:
             self.progress.tick(log[-1]["label"])
 
     def _grade(self, env: Envelope, case: Case) -> Grade | None:
-        """The envelope's grade, its text cut to the report's preview; None once a grader raised (the run raises it at its end)."""
+        """The envelope's grade, its text cut to the report's preview; None once a grader raised (the run raises it
+        at its end)."""
         try:
             done = grade(env, case)
-        except Exception as exc:  # a user's grader (exit 2) or a bug of ours: raised once, as when grading came after the run
+        except Exception as exc:  # a user's grader (exit 2) or a bug of ours: raised once,
+            # as when grading came after the run
             with self._done_lock:
                 self.grading_error = self.grading_error or exc
             return None
@@ -255,10 +275,13 @@ class _Pool:
 
     def outcome(self) -> LiveOutcome:
         """Grades per case; a case never finished gets a drop that says why."""
-        outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(), cut_streams=self.cut_streams,
-                              rate_limit_wait_s=self.throttle.waited_s, paced_s=self.throttle.paced_s, rate_limit_spent=self.throttle.spent,
+        outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(),
+                              cut_streams=self.cut_streams, rate_limit_wait_s=self.throttle.waited_s,
+                              paced_s=self.throttle.paced_s, rate_limit_spent=self.throttle.spent,
                               concurrency=self.limiter.ceiling, concurrency_history=tuple(self.limiter.history),
-                              budget_spent=f"{self.budget.spent()}, and {self.budget.refused} failed attempt(s) got no retry" if self.budget.refused else None)
+                              budget_spent=(
+                                  f"{self.budget.spent()}, and {self.budget.refused} failed attempt(s) got no retry"
+                                  if self.budget.refused else None))
         # A case's repeats in the order they finished, as the recording lists them, so --replay sees the same run.
         with self._done_lock:
             finished = list(self.results.items())
@@ -268,11 +291,14 @@ class _Pool:
         why = self._why_stopped()
         for case in missing:
             outcome.grades[case.id] = [grade(Envelope(error=f"not run: {why} before this case finished"), case)]
-        for case in self.cases:  # a repeat never sent is lost evidence, as a dropped one is: the run cannot pass on fewer
+        for case in self.cases:  # a repeat never sent is lost evidence, as a dropped one is:
+            # the run cannot pass on fewer
             unsent = self.repeats - len(outcome.grades[case.id])
-            outcome.grades[case.id] += [grade(Envelope(error=f"not run: {why} before this repeat finished"), case)] * max(0, unsent)
+            outcome.grades[case.id] += (
+                [grade(Envelope(error=f"not run: {why} before this repeat finished"), case)] * max(0, unsent))
         if outcome.interrupted:
-            outcome.notes.append(f"{why}: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
+            outcome.notes.append(
+                f"{why}: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
         return outcome
 
     def _why_stopped(self) -> str:

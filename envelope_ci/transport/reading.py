@@ -35,7 +35,8 @@ def deadline_passed(deadline_s: float) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """One attempt's clock and caps: when it was sent, its deadline (which ``alarm`` enforces), the most bytes it may bring."""
+    """One attempt's clock and caps: when it was sent, its deadline (which ``alarm`` enforces), the most bytes it may
+    bring."""
 
     t0: float
     deadline_s: float
@@ -75,7 +76,8 @@ def _decode_body(data: bytearray) -> tuple[Any, tuple[str, ...]]:
     try:
         return _parsed(data), ()
     except UnicodeDecodeError as exc:
-        note = f"the body is not valid UTF-8 (a bad byte at offset {exc.start}): read with U+FFFD in place of the bad bytes"
+        note = (f"the body is not valid UTF-8 (a bad byte at offset {exc.start}): "
+                "read with U+FFFD in place of the bad bytes")
         return _parsed(data.decode("utf-8", "replace")), (note,)
 
 
@@ -102,7 +104,8 @@ def read_whole(resp: requests.Response, limits: Limits) -> Envelope:
     if cut:
         return cut
     body, notes = _decode_body(data)
-    return Envelope(http_status=resp.status_code, elapsed_ms=limits.ms(t_end), headers=safe_headers(resp.headers), body=body, notes=notes)
+    return Envelope(http_status=resp.status_code, elapsed_ms=limits.ms(t_end), headers=safe_headers(resp.headers),
+                    body=body, notes=notes)
 
 
 def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> Envelope:
@@ -132,7 +135,8 @@ def read_stream(resp: requests.Response, limits: Limits, provider: Provider) -> 
         return cut
     for data in flush_sse(buffer):
         stream.feed(data)
-    notes: tuple[str, ...] = (f"{stream.bad_lines} stream line(s) were not JSON and were skipped",) if stream.bad_lines else ()
+    notes: tuple[str, ...] = ((f"{stream.bad_lines} stream line(s) were not JSON and were skipped",)
+                              if stream.bad_lines else ())
     if utf8.bad:
         notes += ("the stream is not valid UTF-8: read with U+FFFD in place of the bad bytes",)
     return _streamed(resp, limits, stream, ttft, t_last, notes)

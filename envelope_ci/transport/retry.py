@@ -97,7 +97,8 @@ class Throttle:
             return True
 
     def pace(self, seconds: float) -> None:
-        """Hold new attempts ``seconds`` because an answer said its limit is used up, before the server has to refuse them.
+        """Hold new attempts ``seconds`` because an answer said its limit is used up, before the server has to refuse
+        them.
 
         It counts as waiting on rate limits, within the same cap; a hold that would pass the cap
         is not taken, and the run goes on: the 429 that follows, if one does, decides.
@@ -141,7 +142,8 @@ class Budget:
         if policy.run_budget is not None:
             return cls(policy.run_budget, f"--retry-budget {policy.run_budget}")
         total = max(MIN_RUN_BUDGET, math.ceil(calls * RETRIES_PER_CALL))
-        return cls(total, f"{RETRIES_PER_CALL:g} per call for {calls} call(s), at least {MIN_RUN_BUDGET}; --retry-budget sets another")
+        return cls(total, f"{RETRIES_PER_CALL:g} per call for {calls} call(s), at least {MIN_RUN_BUDGET}; "
+                          "--retry-budget sets another")
 
     def take(self) -> bool:
         with self._lock:
@@ -219,7 +221,8 @@ def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throt
 
 
 def pressure(env: Envelope, answered: bool) -> Pressure:
-    """What an attempt says about the server's capacity: ``answered`` is whether it carried an answer (no transport label)."""
+    """What an attempt says about the server's capacity: ``answered`` is whether it carried an answer (no transport
+    label)."""
     status = env.http_status
     if status == 429 or (status == BUSY_STATUS and retry_after_s(env.headers) is not None):
         return Pressure.LIMITED
@@ -227,7 +230,8 @@ def pressure(env: Envelope, answered: bool) -> Pressure:
 
 
 def _pace(env: Envelope, throttle: Throttle, policy: RetryPolicy) -> None:
-    """Hold the run until a limit this response says is used up resets, unless that is longer than --max-retry-after allows."""
+    """Hold the run until a limit this response says is used up resets, unless that is longer than --max-retry-after
+    allows."""
     reset = spent_limit_reset_s(env.headers)
     if reset is not None and 0 < reset <= policy.max_retry_after_s:
         throttle.pace(reset)
@@ -235,7 +239,8 @@ def _pace(env: Envelope, throttle: Throttle, policy: RetryPolicy) -> None:
 
 def _log_entry(attempt: int, env: Envelope, case: Case) -> dict[str, Any]:
     """One line of the attempt log; its label is the attempt's grade, which the progress line counts."""
-    entry: dict[str, Any] = {"attempt": attempt, "label": _attempt_label(env, case), "http_status": env.http_status, "elapsed_ms": env.elapsed_ms}
+    entry: dict[str, Any] = {"attempt": attempt, "label": _attempt_label(env, case), "http_status": env.http_status,
+                             "elapsed_ms": env.elapsed_ms}
     if env.error:
         entry["error"] = env.error
     if stream_was_cut(env):
@@ -244,7 +249,8 @@ def _log_entry(attempt: int, env: Envelope, case: Case) -> dict[str, Any]:
 
 
 def _attempt_label(env: Envelope, case: Case) -> str:
-    """The attempt's grade; a user's grader that fails is reported once, when the run grades (exit 2), not as a drop here."""
+    """The attempt's grade; a user's grader that fails is reported once, when the run grades (exit 2), not as a drop
+    here."""
     try:
         return grade(env, case).label.value
     except UsageError:
@@ -261,7 +267,8 @@ _HALVES_PER_ATTEMPT = 2
 
 @dataclass
 class _Tries:
-    """One case's failed attempts so far: rate-limited ones, busy ones (503) and the rest, and what --max-attempts has counted."""
+    """One case's failed attempts so far: rate-limited ones, busy ones (503) and the rest, and what --max-attempts has
+    counted."""
 
     limited: int = 0
     busy: int = 0
@@ -279,7 +286,8 @@ class _Tries:
         return self.busy + self.other
 
     def out_of(self, max_attempts: int) -> bool:
-        """Whether the case has used its --max-attempts, a 503 counting half (1 still means one attempt: no retries at all)."""
+        """Whether the case has used its --max-attempts, a 503 counting half (1 still means one attempt: no retries at
+        all)."""
         return max_attempts <= 1 or self.busy + _HALVES_PER_ATTEMPT * self.other >= _HALVES_PER_ATTEMPT * max_attempts
 
     def gave_up(self) -> str:
@@ -290,9 +298,11 @@ class _Tries:
 
 def _reason_to_stop(wanted: float | None, tries: _Tries, limited: bool, policy: RetryPolicy, budget: Budget,
                     stop: threading.Event) -> str | None:
-    """Why a retryable failure gets no retry after all; None to go on (which spends one from the run's budget unless rate-limited)."""
+    """Why a retryable failure gets no retry after all; None to go on (which spends one from the run's budget unless
+    rate-limited)."""
     if wanted is not None and wanted > policy.max_retry_after_s:
-        return f"the server asked to retry after {wanted:.0f} s, more than the cap of {policy.max_retry_after_s:.0f} s (--max-retry-after)"
+        return (f"the server asked to retry after {wanted:.0f} s, "
+                f"more than the cap of {policy.max_retry_after_s:.0f} s (--max-retry-after)")
     if not limited and tries.out_of(policy.max_attempts):
         return tries.gave_up()
     if stop.is_set():
@@ -303,7 +313,8 @@ def _reason_to_stop(wanted: float | None, tries: _Tries, limited: bool, policy: 
 
 
 def _rate_limit_wait(delay: float, throttle: Throttle, stop: threading.Event) -> str | None:
-    """Pause the whole run before retrying a 429; why not to retry when the run's wait is spent or it was interrupted."""
+    """Pause the whole run before retrying a 429; why not to retry when the run's wait is spent or it was
+    interrupted."""
     if not throttle.pause(delay):
         return rate_limit_spent(throttle.max_wait_s)
     throttle.wait()

@@ -54,7 +54,8 @@ def _resets(headers: Mapping[str, str]) -> tuple[list[float], list[float]]:
     lowered = {k.lower(): v for k, v in headers.items()}
     resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")}
     known = {kind: wait for kind, wait in resets.items() if wait is not None}
-    spent = [wait for kind, wait in known.items() if str(lowered.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"]
+    spent = [wait for kind, wait in known.items()
+             if str(lowered.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"]
     return list(known.values()), spent
 
 

@@ -115,7 +115,8 @@ def _attach(sock: Any) -> None:
 
 
 class _Watched:
-    """Hands the connection's socket to the attempt's alarm: once connected, and again for each request on a kept-alive connection."""
+    """Hands the connection's socket to the attempt's alarm: once connected, and again for each request on a
+    kept-alive connection."""
 
     sock: Any
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 import pytest
 
 from tests.support.fake_openai import Behaviour, FakeOpenAI
-from tests.support.suites import RIGHT_JSON, WRONG_JSON, answer_case, copy_example, make_suite, run_report, write_pins, write_replay
+from tests.support.suites import (
+    RIGHT_JSON,
+    WRONG_JSON,
+    answer_case,
+    copy_example,
+    make_suite,
+    run_report,
+    write_pins,
+    write_replay,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

@@ -6,7 +6,16 @@ import json
 import pytest
 
 from tests.support.fake_openai import Behaviour, FakeOpenAI
-from tests.support.suites import chat_body, make_suite, recorded, run_cli, run_report, transport_error, write_pins, write_replay
+from tests.support.suites import (
+    chat_body,
+    make_suite,
+    recorded,
+    run_cli,
+    run_report,
+    transport_error,
+    write_pins,
+    write_replay,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

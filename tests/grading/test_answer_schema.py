@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 from envelope_ci.canonical import canonical_json
 from envelope_ci.grading.assertions import is_json
 from envelope_ci.grading.assertions.base import Answer
-from envelope_ci.grading.assertions.is_json import ASSERTED_FORMATS, MAX_ANSWER_DEPTH, TOO_DEEP, compile_schema, schema_problem
+from envelope_ci.grading.assertions.is_json import (
+    ASSERTED_FORMATS,
+    MAX_ANSWER_DEPTH,
+    TOO_DEEP,
+    compile_schema,
+    schema_problem,
+)
 from tests.support.strategies import JSON as ANY_JSON
 from tests.support.suites import case, chat_body, connected, grade, make_suite, recorded, run_cli
 

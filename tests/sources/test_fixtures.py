@@ -15,7 +15,16 @@ from envelope_ci.sources.cases import build_case, case_schema, checked, load_cas
 from envelope_ci.sources.files import fixture_digests, hash_of_digests
 from envelope_ci.sources.parse import MAX_YAML_ALIASES, RawCase
 from envelope_ci.sources.recordings import Replay, envelope_from_raw, offline_envelopes, read_replay
-from tests.support.suites import EXAMPLES, case, chat_body, make_case, make_suite, recorded, transport_error, write_replay
+from tests.support.suites import (
+    EXAMPLES,
+    case,
+    chat_body,
+    make_case,
+    make_suite,
+    recorded,
+    transport_error,
+    write_replay,
+)
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

@@ -33,7 +33,8 @@ class Answer(Data, frozen=True):
     text: str
     parsed: Any = None
     has_json: bool = False
-    tool_calls: tuple[Mapping[str, Any], ...] = ()  # as the provider parsed them: {"type", "function": {"name", "arguments"}}
+    # as the provider parsed them: {"type", "function": {"name", "arguments"}}
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
     verdicts: Mapping[str, JudgeVerdict] = msgspec.field(default_factory=dict)  # llm-rubric text -> its judge's verdict
 # A path a fixture names -> where it is (relative to the fixtures directory, or the repository root with a leading /).
 Resolve = Callable[[str], Path]
@@ -74,8 +75,10 @@ class AssertionType:
     references: Callable[[Any], Sequence[str]] | None = None
     check_shape: Check | None = None
     entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a ``check_shape``.
+    # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a
+    # ``check_shape``.
     judged_as: frozenset[Failure] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "judged_as", frozenset({self.failure, *([Failure.SCHEMA] if self.check_shape else [])}))
+        object.__setattr__(self, "judged_as",
+                           frozenset({self.failure, *([Failure.SCHEMA] if self.check_shape else [])}))

@@ -47,16 +47,17 @@ ASSERTED_FORMATS = {
     jsonschema_rs.Draft201909Validator: ("date", "email", "idn-email", "idn-hostname", "ipv4", "ipv6", "regex", "uuid"),
     jsonschema_rs.Draft202012Validator: ("date", "email", "idn-email", "idn-hostname", "ipv4", "ipv6", "regex", "uuid"),
 }
-_KNOWN_FORMATS = ("date", "date-time", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6",
-                  "uri", "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer", "relative-json-pointer",
-                  "regex", "uuid")
+_KNOWN_FORMATS = ("date", "date-time", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
+                  "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uri-template", "json-pointer",
+                  "relative-json-pointer", "regex", "uuid")
 
 
 def _any_text(_value: str) -> bool:
     return True
 
 
-_UNASSERTED = {cls: {name: _any_text for name in _KNOWN_FORMATS if name not in kept} for cls, kept in ASSERTED_FORMATS.items()}
+_UNASSERTED = {cls: {name: _any_text for name in _KNOWN_FORMATS if name not in kept}
+               for cls, kept in ASSERTED_FORMATS.items()}
 T = TypeVar("T")
 _BASE = "json-schema:///"  # jsonschema-rs's base URI for a schema without an $id
 

@@ -41,7 +41,8 @@ def parse_path(path: str) -> tuple[Step, ...]:
 
 
 def _shown(steps: tuple[Step, ...]) -> str:
-    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" if re.fullmatch(r"[\w-]+", s) else f"[{json.dumps(s)}]" for s in steps)
+    return "$" + "".join(f"[{s}]" if isinstance(s, int) else f".{s}" if re.fullmatch(r"[\w-]+", s)
+                         else f"[{json.dumps(s)}]" for s in steps)
 
 
 def lookup(document: Any, steps: tuple[Step, ...]) -> tuple[Any, str | None]:
@@ -67,7 +68,8 @@ def _missing(here: Any, step: Step) -> str | None:
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+    return "null" if value is None else {dict: "an object", list: "a list", str: "a string",
+                                         bool: "a boolean"}.get(type(value), "a number")
 
 
 @dataclass(frozen=True)
@@ -114,14 +116,16 @@ def _check(answer: Answer, value: PathCheck, case: Any) -> list[str]:
     found, missing = lookup(answer.parsed, value.steps)
     if missing:
         return [f"json-path {missing}"]
-    return [] if value.holds(found) else [f"json-path {value.path}: expected a value {value.wanted}, got {json.dumps(found)[:80]}"]
+    return [] if value.holds(found) else [f"json-path {value.path}: expected a value {value.wanted}, "
+                                          f"got {json.dumps(found)[:80]}"]
 
 
 def _check_not(answer: Answer, value: PathCheck, case: Any) -> list[str]:
     if not answer.has_json:
         return []
     found, missing = lookup(answer.parsed, value.steps)
-    return [f"json-path {value.path}: {json.dumps(found)[:80]} is {value.wanted}, which it must not be"] if not missing and value.holds(found) else []
+    return ([f"json-path {value.path}: {json.dumps(found)[:80]} is {value.wanted}, which it must not be"]
+            if not missing and value.holds(found) else [])
 
 
 ASSERTION = AssertionType(
@@ -138,5 +142,6 @@ ASSERTION = AssertionType(
         "additionalProperties": False,
         "properties": {"path": {"type": "string"}, "equals": {}, "matches": {"type": "string"}},
     },
-    description="A value in the JSON answer, by path ($.items[0].qty): {path, equals: VALUE} or {path, matches: REGEX}.",
+    description=("A value in the JSON answer, by path ($.items[0].qty): {path, equals: VALUE} or "
+                 "{path, matches: REGEX}."),
 )

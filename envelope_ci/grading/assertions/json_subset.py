@@ -38,7 +38,8 @@ def _check(answer: Answer, value: Any, case: Any) -> list[str]:
 
 
 def _check_not(answer: Answer, value: Any, case: Any) -> list[str]:
-    return [f"expect_json: the answer contains {json.dumps(value)[:80]}"] if answer.has_json and subset_mismatch(value, answer.parsed) is None else []
+    return ([f"expect_json: the answer contains {json.dumps(value)[:80]}"]
+            if answer.has_json and subset_mismatch(value, answer.parsed) is None else [])
 
 
 ASSERTION = AssertionType(

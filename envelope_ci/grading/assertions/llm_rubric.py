@@ -29,7 +29,9 @@ ASSERTION = AssertionType(
     failure=Failure.WRONG,
     check=_check,
     value_schema={"type": "string", "minLength": 1},
-    description="A rubric a judge model (the endpoint named by 'endpoint', defined in envelope-ci.yaml) must find the answer meets.",
+    description=("A rubric a judge model (the endpoint named by 'endpoint', defined in envelope-ci.yaml) "
+                 "must find the answer meets."),
     prepare=_prepare,
-    entry_keys={"endpoint": {"type": "string", "minLength": 1, "description": "The judge: a name under 'endpoints' in envelope-ci.yaml."}},
+    entry_keys={"endpoint": {"type": "string", "minLength": 1,
+                             "description": "The judge: a name under 'endpoints' in envelope-ci.yaml."}},
 )

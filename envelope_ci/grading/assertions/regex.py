@@ -19,12 +19,13 @@ except ImportError:  # pragma: no cover - Python 3.10
 from .base import Answer, AssertionType, Failure
 
 NESTED_REPEAT = ("can backtrack catastrophically: a repeated group whose only required part repeats too, as in (a+)+ "
-                 "or (\\w+\\s?)+, tries exponentially many ways on an answer that almost matches; repeat the inner part "
-                 "once, or separate the repeats with a required character")
+                 "or (\\w+\\s?)+, tries exponentially many ways on an answer that almost matches; "
+                 "repeat the inner part once, or separate the repeats with a required character")
 
 
 def pattern_problem(pattern: Any) -> str | None:
-    """Why a pattern cannot be used: it does not compile, or it can backtrack catastrophically (None for one that is no string)."""
+    """Why a pattern cannot be used: it does not compile, or it can backtrack catastrophically (None for one that
+    is no string)."""
     if not isinstance(pattern, str):
         return None
     try:
@@ -38,7 +39,8 @@ _REPEATS = (_sre.MAX_REPEAT, _sre.MIN_REPEAT)
 
 
 def _nested_repeat(items: Any) -> bool:
-    """Whether a parsed pattern holds an unbounded repeat of something that is itself, in essence, an unbounded repeat."""
+    """Whether a parsed pattern holds an unbounded repeat of something that is itself, in essence, an unbounded
+    repeat."""
     for op, av in items:
         if op in _REPEATS:
             if av[1] == _sre.MAXREPEAT and _repeats_alone(av[2]):

@@ -11,7 +11,23 @@ from typing import Any
 
 from ...errors import UsageError
 from ...plugins import load_plugins
-from . import contains, contains_all, contains_any, equals, icontains, icontains_all, icontains_any, is_json, json_path, json_subset, max_chars, python_grader, regex, starts_with, tool_call
+from . import (
+    contains,
+    contains_all,
+    contains_any,
+    equals,
+    icontains,
+    icontains_all,
+    icontains_any,
+    is_json,
+    json_path,
+    json_subset,
+    max_chars,
+    python_grader,
+    regex,
+    starts_with,
+    tool_call,
+)
 from .base import AssertionType
 from .llm_rubric import ASSERTION as LLM_RUBRIC
 
@@ -53,7 +69,8 @@ def assertion_types() -> Mapping[str, AssertionType]:
 
 @lru_cache(maxsize=1)
 def shorthands() -> Mapping[str, tuple[AssertionType, bool]]:
-    """Flat fixture keys -> (type, negated), in the order their assertions are checked (asked of every case: built once)."""
+    """Flat fixture keys -> (type, negated), in the order their assertions are checked (asked of every case: built
+    once)."""
     out: dict[str, tuple[AssertionType, bool]] = {}
     for kind in assertion_types().values():
         if kind.shorthand:
@@ -98,7 +115,8 @@ def schema_fragments() -> dict[str, Any]:
         assert found is not None  # type_names lists only names lookup knows
         kind = found[0]
         # An entry key of another type is refused, not ignored (``endpoint`` on a ``contains``).
-        then: dict[str, Any] = {"properties": {"value": kind.value_schema, **{k: False for k in entry_keys if k not in kind.entry_keys},
+        then: dict[str, Any] = {"properties": {"value": kind.value_schema,
+                                               **{k: False for k in entry_keys if k not in kind.entry_keys},
                                                **kind.entry_keys}}
         required = ([] if kind.value_optional else ["value"]) + list(kind.entry_keys)
         if required:
@@ -111,7 +129,8 @@ def schema_fragments() -> dict[str, Any]:
             "type": "object",
             "required": ["type"],
             "additionalProperties": False,
-            "properties": {"type": {"enum": type_names()}, "value": {}, "description": {"type": "string"}, **entry_keys},
+            "properties": {"type": {"enum": type_names()}, "value": {}, "description": {"type": "string"},
+                           **entry_keys},
             "allOf": branches,
         },
     }

@@ -62,3 +62,38 @@ def url_problem(url: str) -> str | None:
     if port == 0:
         return f"{redact(url)!r} has port 0"
     return None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str | None) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of a URL, the port filled in from the scheme; None when it has none.
+
+    Hosts are compared as written (lower-cased), never resolved: ``localhost`` and ``127.0.0.1``
+    are two hosts, and so are two ports of one host, or http and https.
+    """
+    parts = _split(url or "")
+    if parts is None:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme)
+    except ValueError:  # a port that is not a number
+        return None
+    return (scheme, host, port) if scheme and host and port else None
+
+
+def shown_host(url: str, base_url: str | None = None) -> str:
+    """The host of a URL as a refusal names it: ``host`` or ``host:port``, with the scheme if only that differs."""
+    here = origin(url)
+    if here is None:
+        return repr(redact(url))
+    text = _host_text(here)
+    base = origin(base_url)
+    return f"{here[0]}://{text}" if base is not None and base[0] != here[0] and _host_text(base) == text else text
+
+
+def _host_text(where: tuple[str, str, int]) -> str:
+    scheme, host, port = where
+    return host if port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"

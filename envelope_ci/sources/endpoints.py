@@ -12,16 +12,14 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import Problem, UsageError
 from ..model import Case
-from ..urls import redact, url_problem
+from ..urls import origin, shown_host, url_problem
 
 # The operator's key for the --base-url host: it goes to that origin and nowhere else.
 BASE_KEY_ENV = "EVAL_API_KEY"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _NAME = "^[A-Za-z_][A-Za-z0-9_-]*$"
 ENDPOINTS_SCHEMA = {
@@ -131,36 +129,6 @@ def api_key(endpoint: Endpoint, environ: Mapping[str, str], shown: str) -> str |
                                   f"${endpoint.api_key_env} is not set in the environment "
                                   "(export it, or run offline)")])
     return key
-
-
-def origin(url: str | None) -> tuple[str, str, int] | None:
-    """(scheme, host, port) of a URL, the port filled in from the scheme; None when it has none.
-
-    Hosts are compared as written (lower-cased), never resolved: ``localhost`` and ``127.0.0.1``
-    are two hosts, and so are two ports of one host, or http and https.
-    """
-    try:
-        parts = urlsplit(url or "")
-        scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
-        port = parts.port or _DEFAULT_PORTS.get(scheme)
-    except ValueError:
-        return None
-    return (scheme, host, port) if scheme and host and port else None
-
-
-def shown_host(url: str, base_url: str | None = None) -> str:
-    """The host of a URL as a refusal names it: ``host`` or ``host:port``, with the scheme if only that differs."""
-    here = origin(url)
-    if here is None:
-        return repr(redact(url))
-    text = _host_text(here)
-    base = origin(base_url)
-    return f"{here[0]}://{text}" if base is not None and base[0] != here[0] and _host_text(base) == text else text
-
-
-def _host_text(where: tuple[str, str, int]) -> str:
-    scheme, host, port = where
-    return host if port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
 
 
 def key_refusal(variable: str, url: str, base_url: str | None, allowed: Collection[str]) -> str | None:

@@ -53,21 +53,20 @@ def request_of(data: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def iter_recordings(path: Path) -> Iterator[tuple[int, Any]]:
     """Each line of a recordings file parsed, with its number."""
-    for number, _, item in _lines_of(path):
-        yield number, item
-
-
-def _lines_of(path: Path) -> Iterator[tuple[int, str, Any]]:
-    """Each line of a recordings file: its number, its text and its value."""
-    text = read_text(path, path.as_posix())
-    for number, line in numbered_lines(text):
+    shown = path.as_posix()
+    for number, line in numbered_lines(read_text(path, shown)):
         if line.strip():
-            try:
-                yield number, line, loads_strict(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError([json_problem(path.as_posix(), exc, number - 1)]) from None
-            except NotJSON as exc:
-                raise UsageError([Problem(path.as_posix(), number, None, str(exc))]) from None
+            yield number, _loads_line(shown, number, line)
+
+
+def _loads_line(shown: str, number: int, line: str) -> Any:
+    """One line of a recordings file (``shown``) as JSON; a line that is not JSON is bad input on its line."""
+    try:
+        return loads_strict(line)
+    except json.JSONDecodeError as exc:
+        raise UsageError([json_problem(shown, exc, number - 1)]) from None
+    except NotJSON as exc:
+        raise UsageError([Problem(shown, number, None, str(exc))]) from None
 
 
 ENVELOPE_SCHEMA: dict[str, Any] = json.loads(
@@ -214,12 +213,7 @@ def _checked(shown: str, number: int, line: str, case_ids: set[str],
              problems: list[Problem]) -> tuple[str, list[Envelope]] | None:
     """A line the typed reading refused, read as the schema has it: its id and envelopes, or None with its problem
     added."""
-    try:
-        item = loads_strict(line)
-    except json.JSONDecodeError as exc:
-        raise UsageError([json_problem(shown, exc, number - 1)]) from None
-    except NotJSON as exc:
-        raise UsageError([Problem(shown, number, None, str(exc))]) from None
+    item = _loads_line(shown, number, line)
     if not isinstance(item, dict) or not isinstance(item.get("id"), str) or "recorded" not in item:
         problems.append(Problem(shown, number, None, 'expected {"id": CASE_ID, "recorded": ENVELOPE}'))
         return None

@@ -23,8 +23,9 @@ import yaml
 from envelope_ci.action.inputs import InputError, read_inputs
 from envelope_ci.action.suite import locate, run_config
 from envelope_ci.model import Thresholds
-from envelope_ci.sources.endpoints import Endpoint, key_refusal, origin, untrusted_endpoints
+from envelope_ci.sources.endpoints import Endpoint, key_refusal, untrusted_endpoints
 from envelope_ci.sources.settings import FileConfig
+from envelope_ci.urls import origin
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.github_stub import BOT_LOGIN, WRITE_TOKEN, GitHubStub
 from tests.support.suites import make_suite, run_cli

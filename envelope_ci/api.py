@@ -21,7 +21,7 @@ from . import atomic
 from .analysis.analyse import Analysis, RunShape, analyse
 from .analysis.cases import CaseResult
 from .analysis.promotion import downgraded_pins, early_refusal, new_pins, pins_update_of, write_refusal
-from .config import RunConfig
+from .config import RunConfig, pins_read_next_time
 from .errors import Problem, UsageError
 from .findings import PinsUpdate
 from .formats.registry import write_reports
@@ -31,7 +31,8 @@ from .grading.grader_worker import close as close_graders
 from .grading.grader_worker import hide as hide_from_graders
 from .merging import merge as merge  # the library's second call, in a module of its own (see there)
 from .model import VERDICT_EXIT, Case, Grade, Pins
-from .report.build import base_diff_rows, build_report, scrub
+from .providers.registry import is_provider, provider_named, unknown_provider
+from .report.build import base_diff_rows, build_report, model_change, scrub
 from .report.model import BaseDiff, LiveRun, PartialRun, Report, RunInfo
 from .report.notes import run_notes
 from .report.shard_info import ShardRun, shard_info
@@ -40,14 +41,13 @@ from .secrets import Secrets
 from .shard import blocker as shard_blocker
 from .shard import note as shard_note
 from .shard import select as shard_select
-from .sources.cases import load_cases
 from .sources.endpoints import checked_endpoints
 from .sources.files import hash_of_digests, resolve_link, suite_digests
 from .sources.pins import read_pins, render_pins
-from .sources.recordings import offline_envelopes, read_replay
+from .sources.recordings import offline_envelopes, read_replay, stamp_level
 from .sources.requests import Staleness, check_recordings
 from .sources.select import filter_problem, select_cases
-from .sources.settings import FileConfig, live_refusals, load_file_config
+from .sources.settings import FileConfig, live_refusals, load_suite
 from .urls import endpoint_secrets, url_problem
 
 if TYPE_CHECKING:
@@ -120,6 +120,8 @@ def check_config(config: RunConfig) -> None:
     url = url_problem(config.base_url) if config.base_url else None
     if url:
         wrong.append(f"--base-url {url}")
+    if not is_provider(config.provider):
+        wrong.append(unknown_provider(config.provider, "--provider"))
     wrong += [p for p in map(filter_problem, config.filters) if p]
     if config.filters and config.write_pins:
         wrong.append("--write-pins cannot be used with --filter: pins are written from a run of the whole suite")
@@ -140,6 +142,9 @@ def check_config(config: RunConfig) -> None:
             wrong.append(f"{flag} {path} is inside the fixtures directory {config.fixtures_dir}: "
                          "what it writes would be read as fixtures "
                          "and change the fixtures hash; write it elsewhere")
+    refused = pins_read_next_time(config)
+    if refused:
+        wrong.append(refused)
     if config.base_url and not config.model:
         wrong.append("a live run needs --model (or EVAL_MODEL)")
     if wrong:
@@ -231,10 +236,12 @@ def _fetch_live(cases: Sequence[Case], config: RunConfig, headers: Mapping[str, 
         temperature=config.temperature,
         stream=config.stream,
         case_timeout_s=config.timeout_s,
+        provider=config.provider,
     )
     return fetch_envelopes(cases, client, concurrency=config.concurrency, repeats=config.repeats, policy=config.retry,
-                           record=config.record, quiet=config.quiet, max_run_s=config.max_run_time_s,
-                           started_at=started_at, judges=judges)
+                           record=config.record, quiet=config.quiet, provider=provider_named(config.provider),
+                           max_run_s=config.max_run_time_s,
+                           started_at=started_at, judges=judges, record_headers=settings.record_headers)
 
 
 def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watch: Watch,
@@ -242,8 +249,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     """The run up to its report: ``run`` writes the files."""
     watch.phase(f"loading the fixtures in {config.fixtures_dir.as_posix()}")
     excluded = _excluded(config)
-    cases = load_cases(config.fixtures_dir, excluded)
-    settings = load_file_config(config.fixtures_dir, config.config_path)
+    cases, settings = load_suite(config.fixtures_dir, excluded, config.config_path)
     settings = replace(settings,
                        endpoints=checked_endpoints(settings.endpoints, config.endpoint_urls, cases, settings.path))
     hide_from_graders((e.api_key_env for e in settings.endpoints.values() if e.api_key_env), settings.headers.values())
@@ -263,7 +269,8 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     if config.filters:
         cases = select_cases(cases, config.filters)
         partial = PartialRun(config.filters, len(cases), len(suite_ids))
-        pins, base = _pins_of(pins, cases), (replace(base, pins=_pins_of(base.pins, cases)) if base else None)
+        # the head pins stay whole: the fixtures are compared in full, as a shard's are
+        base = replace(base, pins=_pins_of(base.pins, cases)) if base else None
     if config.shard:
         cases = shard_select(cases, config.shard)
     watch.phase(_gathering(config))
@@ -284,9 +291,12 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     def judged(against: Pins | None) -> Analysis[CaseResult]:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()
         return analyse(cases, grades, against, current_hash, shape, settings.thresholds, digests,
-                       (*gathered.interrupted, *graded.stopped), lowered, suite if config.shard else None)
+                       (*gathered.interrupted, *graded.stopped), lowered,
+                       suite if config.shard or config.filters else None)
 
     analysis = judged(pins)
+    if config.record and analysis.level_ms is not None and config.record.is_file():
+        stamp_level(config.record, analysis.level_ms)  # its times are judged against it when it is replayed
     pins_written: Path | None = None
     pins_update: PinsUpdate | None = None
     if config.write_pins:
@@ -351,6 +361,7 @@ def _base_diff(analysis: Analysis[CaseResult], base: BaseSource | None, head: Pi
         present=base.pins is not None,
         diff=base_diff_rows(analysis.results, base.pins, head, elsewhere),
         downgraded=downgraded_pins(base.pins, head),
+        model_change=model_change(base.pins, head),
     )
 
 
@@ -383,4 +394,5 @@ def _run_info(config: RunConfig, settings: FileConfig, partial: PartialRun | Non
         thresholds=settings.thresholds,
         config_file=settings.path.as_posix() if settings.path else None,
         partial=partial,
+        allow_key_env=tuple(config.allow_key_env),
     )

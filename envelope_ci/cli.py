@@ -5,6 +5,7 @@ import argparse
 import gc
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator, Sequence
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 from . import __version__
 from .config import RunConfig
 from .errors import UsageError, one_line
-from .model import PINS_NAME, ExitCode, Lane, RetryPolicy
+from .model import DEFAULT_PROVIDER, PINS_NAME, ExitCode, Lane, RetryPolicy
 from .shard import SHARD_HELP, ShardSpec, parse_shard
 from .sources.endpoints import parse_key_env, parse_override
 from .sources.select import FILTER_HELP
@@ -86,6 +87,27 @@ examples:
   envelope-ci import run.jsonl --into evals/
   envelope-ci run evals/ --lane adjudication --write-pins    then commit evals/ (sidecars and pins)
 """
+HISTORY_DESCRIPTION = """\
+Read the pins file's history with git: one point per commit that changed it on the first-parent
+history of --ref (a merged pull request is one point), the last --last of them, oldest first.
+Each point has the commit's date, id and pull request (from GitHub's merge message or a squash
+title ending "(#N)"), each stratum's pass rate (the strata read from the fixtures at that commit,
+as data: nothing in them is run), yield, median time and size, and each case's pinned label.
+Writes history.json (its schema: envelope-ci schema history) and history.md, with a Mermaid line
+chart per measure. A shallow clone that stops early gives a note, not an error."""
+
+HISTORY_EPILOG = """\
+exit codes: 0 history written (a shallow clone's short history too) · 2 bad usage (not a git
+repository, a --ref that names no commit, git missing)
+
+examples:
+  envelope-ci history evals/                       the last 30 changes of evals/envelope-pins.json here
+  envelope-ci history evals/ --ref main --last 10  the last 10 on main
+  envelope-ci history evals/ --ref origin/main --out trend   into trend/history.json, trend/history.md
+  jq '.points[] | [.date, .strata.easy.pass_rate]' envelope-ci-out/history.json
+"""
+# What `envelope-ci schema` prints: the first is the default, a whole fixture file, for editors.
+SCHEMAS = ("file", "case", "report", "history")
 
 
 def truthy(value: str | None) -> bool:
@@ -110,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path,
                      help="directory of .yaml/.yml/.json/.jsonl cases (searched recursively)")
-    run.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME})")
+    run.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME}); --write-pins refuses "
+                     "one inside FIXTURES_DIR that a run without this --pins would read as a fixture")
     run.add_argument("--out", type=Path, default=Path("envelope-ci-out"), metavar="DIR",
                      help="output directory (default: %(default)s)")
     run.add_argument("--config", type=Path, help="thresholds file (default: FIXTURES_DIR/envelope-ci.yaml if present)")
@@ -126,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     live.add_argument("--repeats", type=int, default=1,
                       help="calls per case; median and p95 come from them (default: %(default)s)")
     live.add_argument("--stream", action="store_true", help="stream responses (SSE) and record time to first token")
+    live.add_argument("--provider", default=DEFAULT_PROVIDER, metavar="NAME",
+                      help="the endpoint's wire format: openai-chat (POST BASE_URL/chat/completions), "
+                      "anthropic-messages (POST BASE_URL/v1/messages, key as x-api-key), openai-responses "
+                      "(POST BASE_URL/responses), or a plug-in's; part of the fingerprint (default: %(default)s)")
     live.add_argument("--temperature", type=float, default=0.0,
                       help="sampling temperature, part of the fingerprint (default: %(default)s)")
     live.add_argument("--timeout", type=float, default=120.0,
@@ -174,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --write-pins: pin recordings that carry no request record (you checked their answers "
                        "are real); envelope-ci.yaml cannot allow it")
     run.add_argument("--format", dest="formats", action="append", default=[], metavar="NAME",
-                     help="also write this report format (repeatable); built-ins: console (summary.txt); "
-                     "json, markdown and junit are always written; "
+                     help="also write this report format (repeatable); built-ins: console (summary.txt), "
+                     "html (report.html); json, markdown and junit are always written; "
                      "plug-ins register more (docs/plugins.md)")
     run.add_argument("--filter", dest="filters", action="append", default=[], metavar="PATTERN",
                      help="grade only the cases a filter selects (repeatable: a case is in when it matches any): "
@@ -208,12 +235,29 @@ def build_parser() -> argparse.ArgumentParser:
     hash_cmd.add_argument("--replay", type=Path,
                           help="a recordings file inside FIXTURES_DIR to leave out, as run --replay does")
 
-    schema = sub.add_parser("schema", help="print the JSON Schema of a fixture case (for editors) or of report.json",
-                            description="Print the JSON Schema every fixture case is validated against "
-                            "(the default; point your editor's YAML/JSON language server at it to get completion "
-                            "and typo checks while writing cases), or with 'report' the "
-                            "schema of report.json, for tools that read it.")
-    schema.add_argument("which", nargs="?", choices=("case", "report"), default="case", help="case (default) or report")
+    history = sub.add_parser("history", help="the pins file's history from git: pass rates, yield, time and size per "
+                             "change, as history.json and history.md", description=HISTORY_DESCRIPTION,
+                             epilog=HISTORY_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    history.add_argument("fixtures", metavar="FIXTURES_DIR", type=Path,
+                         help="the fixtures directory, inside a git repository")
+    history.add_argument("--pins", type=Path, help=f"pins file (default: FIXTURES_DIR/{PINS_NAME})")
+    history.add_argument("--ref", default="HEAD",
+                         help="the branch, tag or commit whose history is read (default: HEAD, the current branch)")
+    history.add_argument("--last", type=_count_arg, default=30, metavar="N",
+                         help="how many changes of the pins, the most recent (default: %(default)s)")
+    history.add_argument("--out", type=Path, default=Path("envelope-ci-out"), metavar="DIR",
+                         help="where history.json and history.md go (default: %(default)s)")
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of a fixture file (for editors) or of report.json",
+                            description="Print the JSON Schema of a whole fixture file: one case, a list of cases, "
+                            "{cases: [...]} or {defaults: {...}, cases: [...]} (the default; point your editor's "
+                            "YAML/JSON language server at it to get completion and typo checks while writing cases); "
+                            "with 'case' the schema of one case, which every case is validated against; with "
+                            "'report' the schema of report.json, for tools that read it; with 'history' the schema "
+                            "of history.json (envelope-ci history).")
+    schema.add_argument("which", nargs="?", choices=SCHEMAS, default=SCHEMAS[0],
+                        help="file (default): a fixture file; case: one case; report: report.json; "
+                        "history: history.json")
 
     init = sub.add_parser("init",
                           help="start a fixtures directory: example cases that pass offline, settings, a workflow",
@@ -256,6 +300,13 @@ def _shard_arg(text: str) -> ShardSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _count_arg(text: str) -> int:
+    """A whole number from 1 to 999999: ``--last 0`` would ask git for no history at all."""
+    if not re.fullmatch(r"[1-9][0-9]{0,5}", text):
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 999999, got {text!r}")
+    return int(text)
+
+
 def config_from_args(args: argparse.Namespace) -> RunConfig:
     """The run's configuration from flags and the environment (checked by ``api.run``)."""
     return RunConfig(
@@ -271,6 +322,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         concurrency=args.concurrency,
         repeats=args.repeats,
         stream=args.stream,
+        provider=args.provider,
         timeout_s=args.timeout,
         max_run_time_s=args.max_run_time,
         retry=RetryPolicy(max_attempts=args.max_attempts, run_budget=args.retry_budget,
@@ -388,15 +440,32 @@ def cmd_import(args: argparse.Namespace) -> int:
     return int(ExitCode.PASS)
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from .pins_history import load_history, write_history
+
+    history = load_history(args.fixtures, args.pins or args.fixtures / PINS_NAME, args.ref, args.last)
+    written = write_history(history, args.out)
+    print(one_line(f"envelope-ci history: {len(history.points)} change(s) of {history.pins} on {args.ref}"))
+    for note in history.notes:
+        print(one_line(f"note: {note}"))
+    for path in written:
+        print(f"wrote {path.as_posix()}")
+    return int(ExitCode.PASS)
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     if args.which == "report":
         from .report.model import report_schema
 
         print(json.dumps(report_schema(), indent=2))
-    else:
-        from .sources.cases import case_schema
+    elif args.which == "history":
+        from .report.history_model import history_schema
 
-        print(json.dumps(case_schema(), indent=2))
+        print(json.dumps(history_schema(), indent=2))
+    else:
+        from .sources.cases import case_schema, fixture_schema
+
+        print(json.dumps(fixture_schema() if args.which == "file" else case_schema(), indent=2))
     return int(ExitCode.PASS)
 
 
@@ -423,7 +492,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad usage already; keep its code
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE)
     handlers = {"run": cmd_run, "merge": cmd_merge, "hash": cmd_hash, "schema": cmd_schema, "init": cmd_init,
-                "import": cmd_import}
+                "import": cmd_import, "history": cmd_history}
     try:
         return handlers[args.command](args)
     except UsageError as exc:

@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import Lane, RetryPolicy
+from .model import CONFIG_NAMES, DEFAULT_PROVIDER, PINS_NAME, Lane, RetryPolicy
 from .shard import ShardSpec
+from .sources.files import is_hidden, is_read
 
 # How every report says a run's time was up: the next steps tell such cases from undelivered ones by it.
 OUT_OF_TIME = "the run reached --max-run-time"
@@ -37,6 +38,7 @@ class RunConfig:
     concurrency: int = 4
     repeats: int = 1
     stream: bool = False
+    provider: str = DEFAULT_PROVIDER  # --provider: the endpoint's wire format (providers.registry)
     timeout_s: float = 120.0
     max_run_time_s: float | None = None  # --max-run-time: the whole run's deadline (partial reports, exit 3)
     retry: RetryPolicy = RetryPolicy()
@@ -59,3 +61,17 @@ class RunConfig:
 
     def __repr__(self) -> str:  # never show the key, even by accident
         return f"RunConfig(fixtures_dir={self.fixtures_dir!s}, lane={self.lane.value}, base_url={self.base_url})"
+
+
+def pins_read_next_time(config: RunConfig) -> str | None:
+    """Why ``--write-pins`` may not write ``--pins`` where it points: into the fixtures directory, under a name a run
+    without this ``--pins`` (or ``envelope-ci hash``) would read as a fixture, or as the settings it would replace."""
+    root, pins = config.fixtures_dir.resolve(), config.pins_path.resolve()
+    if not config.write_pins or not pins.is_relative_to(root) or is_hidden(pins.relative_to(root)):
+        return None
+    read_as = "the settings" if pins.name in CONFIG_NAMES and pins.parent == root else "a fixture"
+    if read_as == "a fixture" and not is_read(pins.name):
+        return None
+    return (f"--pins {config.pins_path.as_posix()} is inside the fixtures directory {config.fixtures_dir.as_posix()}: "
+            f"a run without this --pins would read the pins written there as {read_as}; "
+            f"name them {PINS_NAME}, or write them outside the fixtures directory")

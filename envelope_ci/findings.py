@@ -34,13 +34,24 @@ class Summary(Data, frozen=True):
 
 
 class StratumRow(Data, frozen=True):
-    """One stratum as its own instrument: pass rate over its delivered cases."""
+    """One stratum as its own instrument: pass rate over its delivered cases, each counted by its share of right
+    repeats."""
 
     n: int
-    passed: int
+    passed: int | float  # a flaky case counts its share of right repeats
     pass_rate: float | None
     cases: int
     undelivered: int
+
+
+class LatencyShift(Data, frozen=True):
+    """The run's latency level against the pins': always reported, failing only past ``latency_shift_slack``."""
+
+    pins_ms: float  # the median of the pins' levels, over the cases compared
+    run_ms: float  # the median of the levels this run's cases were measured at
+    factor: float  # run_ms / pins_ms
+    cases: int  # the cases timed at a level of their own against a pin that has one
+    subset: bool  # a --filter run: its level comes from the cases it selected
 
 
 class LaneStats(Data, frozen=True):
@@ -54,7 +65,7 @@ class LaneStats(Data, frozen=True):
     undelivered: int
 
 
-class FixtureChanges(Data, frozen=True):
+class FixtureChanges(Data, frozen=True, omit_defaults=True):
     """Which cases (and files) the fixtures added, removed or modified since the pins were written."""
 
     hash: str
@@ -62,8 +73,9 @@ class FixtureChanges(Data, frozen=True):
     changed: bool
     added: tuple[str, ...]
     removed: tuple[str, ...]
-    modified: tuple[str, ...]
+    modified: tuple[str, ...]  # its request, an assertion or its recorded answer changed
     files_changed: tuple[str, ...]
+    retimed: tuple[str, ...] = ()  # only its recordings' time or usage moved (re-recorded, same answer)
 
 
 class PinBrief(Data, frozen=True):

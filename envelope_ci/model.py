@@ -25,6 +25,9 @@ class Data(msgspec.Struct, frozen=True, gc=False):
 # written by an older grader stop being compared as like-for-like.
 GRADER_VERSION = "1"
 
+# The wire format a recording, an envelope or a fingerprint that names none was made in (docs/pins.md).
+DEFAULT_PROVIDER = "openai-chat"
+
 
 class Label(str, Enum):
     """What came back, in the order the classifier checks for it."""
@@ -155,6 +158,12 @@ class Failure(str, Enum):
     SCHEMA = "schema"  # the answer's shape is wrong: label ``schema``
     WRONG = "wrong"  # the answer's content is wrong: label ``wrong``
     SIZE = "size"  # a size budget: judged on the size channel, the label is untouched
+    TIME = "time"  # a time budget: judged on the time channel, the label is untouched
+
+
+# The size budget whose value is not characters but dollars per call, and the built-in time budget (milliseconds).
+COST_TYPE = "cost"
+LATENCY_TYPE = "latency"
 
 
 # check(answer, value, case) -> reasons; an empty list means the assertion holds (the answer is grading's ``Answer``).
@@ -227,6 +236,16 @@ class Case(Data, frozen=True):
     files: Mapping[str, str] = msgspec.field(default_factory=dict)  # files the case names (fixtures-hash key -> digest)
     sources: Mapping[str, str] = msgspec.field(default_factory=dict)  # message role -> the file its text comes from
     tags: tuple[str, ...] = ()  # free labels; ``run --filter tag:NAME`` selects by them
+    # the digest without its recordings' times and usage (sources.untimed); None when it records none
+    answer_digest: str | None = None
+    # model id -> {"input", "output"} dollars per million tokens: envelope-ci.yaml's ``prices``, bound to a case
+    # that asks for ``cost`` (sources.settings.load_suite)
+    prices: Mapping[str, Mapping[str, float]] | None = None
+
+    @property
+    def untimed_digest(self) -> str:
+        """What must stay equal for a re-recorded case to be only ``retimed``: its request, assertions and answer."""
+        return self.answer_digest or self.digest
 
     @property
     def wants_json(self) -> bool:
@@ -240,9 +259,23 @@ class Case(Data, frozen=True):
 
     @property
     def max_chars(self) -> int | None:
-        """The tightest size budget its assertions set, judged on the size channel."""
-        budgets = [e.value for e in self.expectations if e.kind.failure is Failure.SIZE and not e.negated]
+        """The tightest size budget in characters its assertions set (``cost`` is one in dollars), judged on the size
+        channel."""
+        budgets = [e.value for e in self.expectations
+                   if e.kind.failure is Failure.SIZE and e.kind.name != COST_TYPE and not e.negated]
         return min(budgets, default=None)
+
+    @property
+    def max_cost(self) -> float | None:
+        """The tightest ``cost`` budget, dollars per call, judged on the size channel."""
+        return min((e.value for e in self.expectations if e.kind.name == COST_TYPE), default=None)
+
+    @property
+    def max_latency_ms(self) -> float | None:
+        """The tightest time budget in milliseconds its assertions set (``latency``'s), judged on the time channel
+        against the median of repeats."""
+        return min((e.value for e in self.expectations if e.kind.failure is Failure.TIME and not e.negated),
+                   default=None)
 
 
 class Envelope(Data, frozen=True):
@@ -263,9 +296,14 @@ class Envelope(Data, frozen=True):
     attempts: int = 1
     stream_complete: bool | None = None
     notes: tuple[str, ...] = ()  # what the transport did about it, e.g. why it stopped retrying
+    # the median time of the live run that recorded it (analysis.levels): its time is judged against that level
+    level_ms: float | None = None
     request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
     # llm-rubric text -> the judge's own envelope (grading.rubric)
     judgements: Mapping[str, Envelope] = msgspec.field(default_factory=dict)
+    # a text ``similar`` compares (the answer's, an expected one) -> its embeddings call's envelope
+    embeddings: Mapping[str, Envelope] = msgspec.field(default_factory=dict)
+    provider: str = DEFAULT_PROVIDER  # the wire format ``body`` is in: grading reads it with that provider
 
 
 class Grade(Data, frozen=True):
@@ -284,6 +322,10 @@ class Grade(Data, frozen=True):
     ttft_ms: float | None
     attempts: int
     judge: str | None = None  # the judges that graded it, "<model id>@<temperature>": part of the case's fingerprint
+    level_ms: float | None = None  # the recording's level (``Envelope.level_ms``), offline
+    cost_usd: float | None = None  # dollars this call cost, for a case with a ``cost`` budget
+    cost_estimated: bool = False  # its usage was estimated from characters, in part or whole
+    provider: str = DEFAULT_PROVIDER  # the wire format it came in (``Envelope.provider``): part of the fingerprint
 
 
 class Thresholds(Data, frozen=True):
@@ -305,6 +347,10 @@ class Thresholds(Data, frozen=True):
     baseline_lowered: str = "warn"
     # lenient | strict: recordings that do not say what request they answered are a note, or an alert
     recordings: str = "lenient"
+    # a flaky pin (right in some repeats) regresses when Fisher's exact test finds a drop at this level
+    flip_alpha: float = 0.05
+    # the run's latency level over the pins' past this factor fails the run (latency_shift); None: "off"
+    latency_shift_slack: float | None = 2.0
 
 
 class RetryPolicy(Data, frozen=True):
@@ -323,8 +369,8 @@ class RetryPolicy(Data, frozen=True):
 
 
 class Fingerprint(Data, frozen=True, omit_defaults=True):
-    """Which experiment produced a measurement (``judge`` is left out of files while None: the only field with a
-    default)."""
+    """Which experiment produced a measurement (``judge`` and ``provider``, the fields with a default, are left out of
+    files while they hold it)."""
 
     lane: str
     endpoint_class: str
@@ -333,16 +379,19 @@ class Fingerprint(Data, frozen=True, omit_defaults=True):
     grader_version: str
     # An llm-rubric case's judge(s), "<model id>@<temperature>": another judge is another experiment.
     judge: str | None = None
+    # The wire format the answers came in (left out of files while it is the default): another is another experiment.
+    provider: str = DEFAULT_PROVIDER
 
     def comparable_key(self) -> tuple[Any, ...]:
         """Everything but the lane: the lane decides who may write pins, not comparability."""
-        return (self.endpoint_class, self.model_id, float(self.temperature), self.grader_version, self.judge)
+        return (self.endpoint_class, self.model_id, float(self.temperature), self.grader_version, self.judge,
+                self.provider)
 
     def differences(self, pinned: Fingerprint | None) -> str:
         """What makes this fingerprint another experiment than ``pinned``, in words."""
         if pinned is None:
             return "the pin has no fingerprint"
-        names = ("endpoint class", "model id", "temperature", "grader version", "judge")
+        names = ("endpoint class", "model id", "temperature", "grader version", "judge", "provider")
         diffs = [f"{n} {theirs} → {mine}"
                  for n, mine, theirs in zip(names, self.comparable_key(), pinned.comparable_key(), strict=True)
                  if mine != theirs]
@@ -357,11 +406,13 @@ class Fingerprint(Data, frozen=True, omit_defaults=True):
             temperature=float(data.get("temperature", 0.0)),
             grader_version=str(data.get("grader_version", "")),
             judge=data.get("judge"),
+            provider=str(data.get("provider") or DEFAULT_PROVIDER),
         )
 
 
-class Pin(Data, frozen=True):
-    """The last-good measurement of one case."""
+class Pin(Data, frozen=True, omit_defaults=True):
+    """The last-good measurement of one case (the keys with a default are left out of the file while they hold it,
+    docs/pins.md)."""
 
     hash: str
     label: str
@@ -372,6 +423,14 @@ class Pin(Data, frozen=True):
     ms: float | None
     ms_p95: float | None
     fingerprint: Fingerprint | None
+    level_ms: float | None = None  # the median time of the batch that measured ``ms`` (analysis.levels)
+    passes: tuple[int, int] | None = None  # right repeats out of delivered ones; None reads as 1/1 or 0/1
+    answer: str | None = None  # the case's digest apart from its recorded times (Case.untimed_digest)
+
+    @property
+    def right_of(self) -> tuple[int, int]:
+        """Its passes out of repeats: as pinned, or what a pin from before repeats were kept means."""
+        return self.passes or ((1, 1) if self.label == Label.RIGHT.value else (0, 1))
 
 
 class Pins(Data, frozen=True):

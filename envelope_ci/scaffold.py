@@ -45,6 +45,9 @@ _MEANING = {
     "fingerprint_change": "a case measured under another fingerprint (model, endpoint, temperature) than its pin",
     "baseline_lowered": "this PR's pins lower a case the base branch had right and stable",
     "headers": "extra request headers for live runs; ${NAME} is taken from the environment",
+    "flip_alpha": "a case pinned flaky regresses when Fisher's exact test finds a drop at this level",
+    "latency_shift_slack": "the run's latency level over the pins' past this fails the run (latency_shift); 'off'",
+    "record_headers": "response headers --record keeps (none by default)",
 }
 
 
@@ -53,7 +56,7 @@ def _kind(schema: Mapping[str, Any]) -> str:
     if "enum" in schema:
         return " | ".join(map(str, schema["enum"]))
     kind = {"number": "number", "integer": "integer", "boolean": "boolean",
-            "object": "mapping"}.get(schema.get("type", ""), "value")
+            "object": "mapping", "array": "list"}.get(schema.get("type", ""), "value")
     low, high = schema.get("minimum"), schema.get("maximum")
     if low is not None and high is not None:
         return f"{kind} {low}-{high}"
@@ -65,7 +68,7 @@ def settings_text() -> str:
     defaults = {f.name: getattr(Thresholds(), f.name) for f in fields(Thresholds)}
     rows = []
     for key, schema in CONFIG_SCHEMA["properties"].items():
-        value = json.dumps(defaults[key]) if key in defaults else "{}"
+        value = json.dumps(defaults[key]) if key in defaults else ("[]" if schema.get("type") == "array" else "{}")
         meaning = f": {_MEANING[key]}" if key in _MEANING else ""
         rows.append((f"# {key}: {value}", f"# {_kind(schema)}{meaning}"))
     width = max(len(setting) for setting, _ in rows) + 2

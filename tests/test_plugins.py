@@ -53,14 +53,14 @@ def test_installed_max_words_plugin_grades_a_suite(plugin_site, tmp_path):
 
 
 def test_plugin_assertions_join_the_case_schema(plugin_site):
-    schema = json.loads(_run(Path(sys.executable), "schema", PYTHONPATH=str(plugin_site)).stdout)
+    schema = json.loads(_run(Path(sys.executable), "schema", "case", PYTHONPATH=str(plugin_site)).stdout)
     names = schema["properties"]["assert"]["items"]["properties"]["type"]["enum"]
     assert "max-words" in names and "not-max-words" in names
 
 
 def test_without_the_plugin_max_words_is_an_unknown_type(tmp_path):
     done = _run(Path(sys.executable), "run", PLUGIN / "evals", "--out", tmp_path / "out")
-    assert done.returncode == 2 and "cases.yaml:5: assert.0.type" in done.stderr and "max-words" in done.stderr
+    assert done.returncode == 2 and "cases.yaml:6: assert.0.type" in done.stderr and "max-words" in done.stderr
 
 
 def _format_plugin(site: Path) -> None:

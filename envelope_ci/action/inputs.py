@@ -24,6 +24,7 @@ INPUT_DEFAULTS: dict[str, str] = {
     "concurrency": "4",
     "repeats": "1",
     "stream": "false",
+    "provider": "openai-chat",
     "endpoints": "",
     "allow-key-env": "",
     "replay": "",
@@ -36,11 +37,14 @@ INPUT_DEFAULTS: dict[str, str] = {
     "shard": "",
     "reports": "",
     "max-run-time": "1800",  # 30 minutes: a run is bounded by default (action.yml)
+    "history": "0",  # off: the trend needs the base branch's history (fetch-depth: 0)
 }
 BOOLEAN_INPUTS = ("stream", "comment", "fail-on-inconclusive")
 COUNT_INPUTS = ("concurrency", "repeats")
 # run: grade and publish; shard: grade one part, publish nothing (a matrix job); merge: judge every part, publish once.
 MODES = ("run", "shard", "merge")
+# The most base-branch changes of the pins the comment's trend may show: it stays a small part of the comment.
+HISTORY_MAX = 100
 # The sampling temperatures OpenAI-compatible endpoints accept.
 TEMPERATURE_RANGE = (0.0, 2.0)
 
@@ -91,6 +95,7 @@ class Inputs:
     concurrency: int
     repeats: int
     stream: bool
+    provider: str
     replay: str
     config: str
     comment: bool
@@ -103,6 +108,7 @@ class Inputs:
     max_run_time: float | None  # seconds; None: no deadline for the whole run
     endpoints: tuple[tuple[str, str], ...] = ()  # NAME=URL: a judge's URL, as --endpoint
     allow_key_env: tuple[str, ...] = ()  # variables envelope-ci.yaml may send, as --allow-key-env
+    history: int = 0  # the comment's trend over this many base-branch changes of the pins; 0: none
 
     def __repr__(self) -> str:  # never show the token, even in a traceback
         return f"Inputs(fixtures={self.fixtures!r}, working_directory={self.working_directory!r})"
@@ -132,7 +138,11 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
                         f"got {values['max-run-time']!r}")
     endpoints = _listed(values["endpoints"], "endpoints", parse_override, problems)
     allow_key_env = _listed(values["allow-key-env"], "allow-key-env", parse_key_env, problems)
-    if problems or temperature is None:
+    history = parse_history(values["history"])
+    if history is None:
+        problems.append(f"input 'history' must be a whole number from 0 (off) to {HISTORY_MAX}, "
+                        f"got {values['history']!r}")
+    if problems or temperature is None or history is None:
         raise InputError("; ".join(problems))
     return Inputs(
         fixtures=values["fixtures"],
@@ -145,6 +155,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         concurrency=int(values["concurrency"]),
         repeats=int(values["repeats"]),
         stream=parse_bool("stream", values["stream"]),
+        provider=values["provider"].strip() or "openai-chat",
         replay=values["replay"],
         config=values["config"],
         comment=parse_bool("comment", values["comment"]),
@@ -157,6 +168,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         max_run_time=max_run_time,
         endpoints=tuple(endpoints),
         allow_key_env=tuple(allow_key_env),
+        history=history,
     )
 
 
@@ -195,6 +207,13 @@ def parse_temperature(value: str) -> float | None:
     number = float(value)
     low, high = TEMPERATURE_RANGE
     return number if low <= number <= high else None
+
+
+def parse_history(value: str) -> int | None:
+    """How many base-branch changes of the pins the comment's trend shows (0: none), else None."""
+    if not re.fullmatch(r"0|[1-9][0-9]{0,2}", value):
+        return None
+    return int(value) if int(value) <= HISTORY_MAX else None
 
 
 def parse_seconds(value: str) -> float | None:

@@ -10,13 +10,15 @@ from typing import Any, TextIO
 
 from ..api import BaseSource
 from ..formats.escape import clean, fenced, inline
+from ..formats.history_md import trend_details
 from ..formats.markdown import render_markdown
 from ..github.client import GitHubClient
 from ..github.commands import error_annotation, warning
 from ..github.comment import COMMENT_LIMIT, fit_comment, marker_for
 from ..github.rest import GitHubError
-from ..model import Detail, ExitCode, Gate, Outcome, Verdict
-from ..report.model import CaseRow, Report
+from ..model import STRATA, Detail, ExitCode, Gate, Outcome, Verdict
+from ..report.history_model import History
+from ..report.model import CaseRow, Report, stratum_name
 from .event import PullRequest
 from .suite import relative_to
 
@@ -92,6 +94,31 @@ def footer(env: Mapping[str, str], pr: Mapping[str, Any] | None, base: BaseSourc
     elif base is not None and base.source:
         lines += ["", f"<sub>base pins: {inline(base.source, 600)}</sub>"]
     return "\n".join(lines) + "\n"
+
+
+# -- the trend of the strata (the `history` input) -------------------------------------------------
+
+
+def touched_strata(report: Report) -> list[str]:
+    """The strata of the cases this PR changed (a pin moved, or the case itself), in the report's order; none when
+    it changed no case that is still there."""
+    if report.base is not None:
+        changed = {row.id for row in report.base.diff if row.pin_changed or row.fixture}
+    else:
+        changed = {*report.fixtures.added, *report.fixtures.modified}
+    found = {c.stratum_name for c in report.cases if c.id in changed}
+    return [name for name in (*STRATA, stratum_name(None)) if name in found]
+
+
+def trend_section(report: Report, history: History) -> str:
+    """The comment's collapsed trend of the strata this PR touches (every stratum when it touches none)."""
+    return "\n" + trend_details(history, touched_strata(report)) + "\n"
+
+
+def trend_unavailable(why: str) -> str:
+    """The collapsed trend's place when the base branch's history could not be read: why, and what to do."""
+    return ("\n<details><summary>Trend of the strata: the base branch's history could not be read</summary>\n\n"
+            f"{inline(why, 600)} (docs/action.md, 'The trend of the strata')\n\n</details>\n\n")
 
 
 # -- annotations ----------------------------------------------------------------------------------
@@ -221,7 +248,7 @@ def _read_only_advice(pr: Mapping[str, Any], repo: str) -> str:
         " — the token is read-only"
         + (f" (a pull request from the fork {head_repo}: GITHUB_TOKEN cannot write there)" if fork else "")
         + "; give the job `permissions: pull-requests: write`, or post from a workflow_run workflow"
-        " (README.md, 'Pull requests from forks')"
+        " (docs/action.md, 'Pull requests from forks')"
     )
 
 

@@ -11,6 +11,7 @@ import contextlib
 import glob
 import json
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Mapping
@@ -26,9 +27,11 @@ from ..formats.console import render_console
 from ..github.client import GitHubClient
 from ..github.commands import append_summary, error_annotation, warning, write_outputs
 from ..model import ExitCode
+from ..pins_history import HISTORY_FILES, load_history, write_history
+from ..report.model import Report
 from ..result import RunResult
 from ..secrets import Secrets
-from .basepins import fetch_base_pins
+from .basepins import fetch_base_pins, git_in
 from .event import PullRequest, load_event, pull_request_of
 from .inputs import InputError, Inputs, allowed_secrets, read_input, read_inputs
 from .log import announce_masks, fenced_group
@@ -44,11 +47,13 @@ from .publish import (
     report_markdown,
     report_outputs,
     report_warnings,
+    trend_section,
+    trend_unavailable,
 )
 from .suite import Suite, locate, run_config
 
 # Files a previous run in this job may have left in the suite's report folder.
-STALE_FILES = ("report.json", "report.md", "junit.xml", "comment.md")
+STALE_FILES = ("report.json", "report.md", "junit.xml", "comment.md", *HISTORY_FILES)
 
 
 @dataclass
@@ -245,7 +250,8 @@ def _publish(job: Job, ran: Ran, base: BaseSource | None) -> str:
     pr = job.pull[0] if job.pull else None
     mask = job.secrets.mask
     if ran.result is not None:
-        body, summary = report_markdown(ran.result.report, job.suite.key, mask(footer(job.env, pr, base)), mask)
+        tail = mask(_trend(job, ran.result.report) + footer(job.env, pr, base))
+        body, summary = report_markdown(ran.result.report, job.suite.key, tail, mask)
     else:
         body = summary = mask(error_markdown(job.suite.key, ran.exit_code, ran.said) + footer(job.env, pr, None))
     atomic.write_text(job.suite.out_dir / "comment.md", body)
@@ -253,6 +259,36 @@ def _publish(job: Job, ran: Ran, base: BaseSource | None) -> str:
     if job.env.get("GITHUB_STEP_SUMMARY"):
         append_summary(job.env["GITHUB_STEP_SUMMARY"], not_posted_note(not_posted) + summary)
     return url
+
+
+def _trend(job: Job, report: Report) -> str:
+    """The comment's collapsed trend of the strata this PR touches (the ``history`` input; pull requests only), its
+    history.json and history.md written beside the report; "" when not asked for."""
+    if not job.inputs.history or job.pull is None:
+        return ""
+    workdir = job.suite.workdir
+    try:
+        history = load_history(workdir / job.inputs.fixtures, workdir / job.suite.pins, _base_ref(job),
+                               job.inputs.history, (job.workspace, workdir))
+    except UsageError as exc:
+        job.out.write(warning(f"envelope-ci: the trend of the strata is unavailable: {exc}") + "\n")
+        return trend_unavailable(str(exc))
+    write_history(history, job.suite.out_dir)
+    return trend_section(report, history)
+
+
+def _base_ref(job: Job) -> str:
+    """The base branch as this test merge has it (its first parent, the baseline the base pins come from), else
+    ``origin/<base>`` (a checkout of the PR's head, not of the test merge)."""
+    sha = job.env.get("GITHUB_SHA", "")
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        proc = git_in(job.suite.workdir, (job.workspace, job.suite.workdir))("rev-list", "--parents", "-n", "1",
+                                                                              sha, "--")
+        if proc is not None and proc.returncode == 0 and len(proc.stdout.split()) == 3:
+            return f"{sha}^1"
+    base = job.pull[0].get("base") if job.pull else None
+    ref = base.get("ref") if isinstance(base, dict) else None
+    return f"origin/{ref}" if isinstance(ref, str) and ref else "origin/HEAD"
 
 
 def _annotate(job: Job, ran: Ran) -> dict[str, str]:

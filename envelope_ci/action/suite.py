@@ -14,6 +14,8 @@ from .inputs import InputError, Inputs
 
 # Where reports go, under the workspace so later steps (upload-artifact, a script) can read them.
 OUT_ROOT = ".envelope-ci"
+# The longest report folder name kept as it is (file systems allow 255 bytes; the marker keeps 100 characters too).
+SLUG_MAX = 100
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,10 @@ def slug(key: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", key).strip("-.") or "default"
     # Two keys that clean to the same name (non-ASCII ones, `a b` and `a+b`) must not share a
     # folder; a `/` alone (the usual `src/evals`) keeps the readable name.
-    return cleaned if cleaned == key.replace("/", "-").strip("-.") else f"{cleaned}-{key_digest(key)}"
+    if cleaned == key.replace("/", "-").strip("-.") and len(cleaned) <= SLUG_MAX:
+        return cleaned
+    # A name past 255 bytes is no folder at all: a long `fixtures` input keeps its head and a digest of the whole.
+    return f"{cleaned[:SLUG_MAX].rstrip('-.')}-{key_digest(key)}"
 
 
 def locate(inputs: Inputs, workspace: Path) -> Suite:
@@ -68,6 +73,7 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         concurrency=inputs.concurrency,
         repeats=inputs.repeats,
         stream=inputs.stream,
+        provider=inputs.provider,
         replay=Path(inputs.replay) if inputs.replay else None,
         config_path=Path(inputs.config) if inputs.config else None,
         in_ci=True,

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
-from ..findings import Alert, FixtureChanges, LaneStats, StratumRow, Summary
-from ..model import GRADER_VERSION, Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
+from ..findings import Alert, FixtureChanges, LaneStats, LatencyShift, StratumRow, Summary
+from ..model import DEFAULT_PROVIDER, GRADER_VERSION, Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
 from .cases import CaseResult, Judged, judge_case
 from .fixtures import fixture_changes, fixtures_alert
 from .gate import case_gate, decide
 from .lanes import lanes_report
+from .levels import latency_shift, recorded_level, run_level, shift_alert_message
 from .strata import strata_report
 from .summary import summarize
 
@@ -53,6 +54,9 @@ class Analysis(Generic[R]):
     stale: tuple[str, ...] = ()  # cases graded on recordings of another request: the next step re-records them
     # findings a team chose not to fail on (fingerprint_change: warn): the report's notes say them
     warnings: tuple[str, ...] = ()
+    latency: LatencyShift | None = None  # the run's latency level against the pins' (analysis.levels)
+    level_ms: float | None = None  # a live run's own level: what its --record lines are stamped with
+    unverified: tuple[str, ...] = ()  # cases graded on recordings without a request record: a re-pin must vouch
 
 
 def fingerprint_changes(results: Sequence[Judged]) -> dict[str, list[str]]:
@@ -131,9 +135,12 @@ def lost_repeats(results: Sequence[Judged]) -> list[str]:
 
 
 def run_fingerprint(shape: RunShape, grades: Mapping[str, Sequence[Grade]]) -> Fingerprint:
-    """The run's fingerprint; the model id is what the responses said, never the flag."""
+    """The run's fingerprint; the model id is what the responses said, never the flag, and the judges what graded."""
     ids = sorted({g.model_id for gs in grades.values() for g in gs if g.model_id})
-    return Fingerprint(shape.lane.value, shape.endpoint_class, ",".join(ids) or None, shape.temperature, GRADER_VERSION)
+    judges = sorted({j for gs in grades.values() for g in gs if g.judge for j in g.judge.split(",")})
+    formats = sorted({g.provider for gs in grades.values() for g in gs})  # the wire formats the answers came in
+    return Fingerprint(shape.lane.value, shape.endpoint_class, ",".join(ids) or None, shape.temperature, GRADER_VERSION,
+                       ",".join(judges) or None, ",".join(formats) or DEFAULT_PROVIDER)
 
 
 def analyse(
@@ -154,9 +161,12 @@ def analyse(
     ``suite`` is the whole suite when ``cases`` is one shard of it: the fixtures are compared in full.
     """
     fp = run_fingerprint(shape, grades)
-    results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds) for c in cases)
+    own = run_level(grades) if shape.live else None  # a live run is one batch; offline, each recording says its own
+    results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds,
+                               own if shape.live else recorded_level(grades[c.id])) for c in cases)
     changes = fixture_changes(cases if suite is None else suite, pins, current_hash, files)
-    return conclude(results, fp, changes, shape, thresholds, extra_blockers, lowered)
+    concluded = conclude(results, fp, changes, shape, thresholds, extra_blockers, lowered)
+    return replace(concluded, level_ms=own)
 
 
 def conclude(
@@ -175,8 +185,11 @@ def conclude(
     strata, alerts, held = strata_report(results, thresholds)
     if shape.partial:
         alerts, held = [], [shape.partial]
+    shift = latency_shift(results, bool(shape.partial))
+    shifted = shift_alert_message(shift, thresholds)
     alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds),
-                           lowered_alert(lowered, thresholds), *recordings_alerts(shape, thresholds)) if a]
+                           lowered_alert(lowered, thresholds), *recordings_alerts(shape, thresholds),
+                           Alert("latency_shift", None, shifted) if shifted else None) if a]
     blockers: list[str] = [*held, *lost_repeats(results)]
     if shape.live and shape.lane is Lane.ADJUDICATION:
         blind = [r.id for r in results if r.delivered and r.fingerprint.model_id is None]
@@ -191,4 +204,4 @@ def conclude(
     warning = fingerprint_warning(results, thresholds)
     warnings = (warning,) if warning else ()
     return Analysis(results, gates, summarize(results), strata, tuple(alerts), lanes_report(results), changes, fp,
-                    verdict, tuple(blockers), tuple(shape.stale), warnings)
+                    verdict, tuple(blockers), tuple(shape.stale), warnings, shift, unverified=tuple(shape.unverified))

@@ -6,8 +6,9 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Protocol
 
-from ..model import Case, Channel, Data, Fingerprint, Grade, Label, Outcome, Pin, Thresholds
-from .channels import Measure, channel_for
+from ..model import DEFAULT_PROVIDER, Case, Channel, Data, Fingerprint, Grade, Label, Outcome, Pin, Thresholds
+from .channels import Measure, Timing, channel_for
+from .evidence import flaky_judgement
 
 _SEVERITY = [Label.TRUNCATED, Label.SCHEMA, Label.WRONG, Label.RIGHT]
 
@@ -25,10 +26,16 @@ class CaseResult(Data, frozen=True):
     pin: Pin | None
     comparable: bool | None
     outcome: Outcome
+    level_ms: float | None = None  # the level its time was measured at (analysis.levels), when it has its own
 
     @property
     def id(self) -> str:
         return self.case.id
+
+    @property
+    def passes(self) -> tuple[int, int]:
+        """Right repeats out of delivered ones: what a pin keeps, and what a stratum counts."""
+        return passes_of(g.label for g in self.grades)
 
     @property
     def stratum(self) -> str | None:
@@ -92,6 +99,16 @@ class Judged(Protocol):
     def delivered(self) -> bool: ...
     @property
     def lost_repeats(self) -> tuple[int, ...]: ...
+    @property
+    def passes(self) -> tuple[int, int]: ...
+    @property
+    def level_ms(self) -> float | None: ...
+
+
+def passes_of(labels: Iterable[Label]) -> tuple[int, int]:
+    """(right, delivered) over a case's repeats: transport says nothing of the model, so it is not counted."""
+    delivered = [label for label in labels if not label.is_transport]
+    return sum(label is Label.RIGHT for label in delivered), len(delivered)
 
 
 def shown_repeat(grades: Sequence[Grade], label: Label) -> Grade:
@@ -117,7 +134,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     """``statistics.median``, without its generality: it is asked once per case, mostly of one value."""
     if len(values) == 1:
         return values[0]
@@ -151,12 +168,15 @@ def measure_of(grades: Sequence[Grade]) -> Measure:
     # and call the figure estimated only when none did.
     reported = [g.tokens for g in ok if g.tokens is not None and not g.tokens_estimated]
     estimated = [g.tokens for g in ok if g.tokens is not None and g.tokens_estimated]
+    priced = [g for g in ok if g.cost_usd is not None]
     return Measure(
         chars=_median_int([g.chars for g in ok if g.chars is not None]),
         tokens=_median_int(reported or estimated),
         tokens_estimated=not reported and bool(estimated),
-        ms=round(_median(times), 3) if times else None,
+        ms=round(median(times), 3) if times else None,
         ms_p95=round(percentile(times, 0.95) or 0.0, 3) if times else None,
+        cost_usd=median([g.cost_usd for g in priced if g.cost_usd is not None]) if priced else None,
+        cost_estimated=any(g.cost_estimated for g in priced),
     )
 
 
@@ -165,10 +185,11 @@ def _measure_of_one(g: Grade) -> Measure:
     if g.label.is_transport:
         return _NOTHING_MEASURED
     if g.elapsed_ms is None:
-        return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, None, None)
+        return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, None, None, g.cost_usd,
+                       g.cost_estimated)
     # ``or 0.0`` as the general path's p95 has it: an int 0 is written 0.0 there, and report.json must not change.
     return Measure(g.chars, g.tokens, g.tokens is not None and g.tokens_estimated, round(g.elapsed_ms, 3),
-                   round(g.elapsed_ms or 0.0, 3))
+                   round(g.elapsed_ms or 0.0, 3), g.cost_usd, g.cost_estimated)
 
 
 _NOTHING_MEASURED = Measure(None, None, False, None, None)
@@ -179,28 +200,38 @@ def pinned_good(pin: Pin) -> bool:
     return pin.label == Label.RIGHT.value and pin.channel == Channel.STABLE.value
 
 
-def outcome_of(label: Label, channel: Channel, pin: Pin | None) -> Outcome:
-    """Regression only when the pin was right and in its envelope and now is not."""
+def outcome_of(label: Label, channel: Channel, pin: Pin | None, passes: tuple[int, int] = (1, 1),
+               alpha: float = 0.05) -> tuple[Outcome, str | None]:
+    """Regression when the pin was right and in its envelope and now is not, or when a flaky pin's rate dropped.
+
+    A pin right in some repeats but not all is judged on its rate (``evidence``); the reason
+    says how the rates compare either way.
+    """
     if label.is_transport:
-        return Outcome.UNDELIVERED
+        return Outcome.UNDELIVERED, None
     if pin is None:
-        return Outcome.NEW
+        return Outcome.NEW, None
     was_good = pinned_good(pin)
     now_good = channel is Channel.STABLE
     if was_good and not now_good:
-        return Outcome.REGRESSION
+        return Outcome.REGRESSION, None
     if not was_good and now_good:
-        return Outcome.IMPROVEMENT
+        return Outcome.IMPROVEMENT, None
     if not was_good:
-        return Outcome.KNOWN_FAILURE
-    return Outcome.UNCHANGED
+        pinned = pin.right_of
+        if 0 < pinned[0] < pinned[1] and passes[0] < passes[1]:
+            dropped, why = flaky_judgement(pinned, passes, alpha)
+            return (Outcome.REGRESSION if dropped else Outcome.KNOWN_FAILURE), why
+        return Outcome.KNOWN_FAILURE, None
+    return Outcome.UNCHANGED, None
 
 
 @lru_cache(maxsize=256)
 def _fingerprint(lane: str, endpoint_class: str, model_id: str | None, temperature: float, grader_version: str,
-                 judge: str | None) -> Fingerprint:
+                 judge: str | None, provider: str | None) -> Fingerprint:
     """One shared object per distinct fingerprint: a 100k-case run has a handful, not one per case."""
-    return Fingerprint(lane, endpoint_class, model_id, temperature, grader_version, judge)
+    return Fingerprint(lane, endpoint_class, model_id, temperature, grader_version, judge,
+                       provider or DEFAULT_PROVIDER)
 
 
 def _repeats_reasons(grades: Sequence[Grade], label: Label) -> list[str]:
@@ -219,23 +250,29 @@ def judge_case(
     run_fp: Fingerprint,
     pin: Pin | None,
     thresholds: Thresholds,
+    level_ms: float | None = None,
 ) -> CaseResult:
-    """Aggregate one case's repeats and compare them with its pin."""
+    """Aggregate one case's repeats and compare them with its pin, its time at the level it was measured at."""
     label = case_label(grades)
     measure = measure_of(grades)
     # A case may set its own temperature; what was sent is what the measurement means.
     temperature = float(case.request.get("temperature", run_fp.temperature))
     judges = _distinct([g.judge for g in grades])  # an llm-rubric's judge is part of the experiment
     fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, _distinct([g.model_id for g in grades]), temperature,
-                      run_fp.grader_version, judges)
+                      run_fp.grader_version, judges, _distinct([g.provider for g in grades]))
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()
     # Size and time are judged against the last-good measurement only: a failing answer's
     # size is no baseline (a fix that answers at full length is not a size regression).
     baseline = pin if pin is not None and pinned_good(pin) else None
-    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds)
+    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds,
+                                            Timing(level_ms, len(grades)), case.max_cost, case.max_latency_ms)
     reasons = [*shown_repeat(grades, label).reasons, *envelope_reasons]
+    passes = passes_of(g.label for g in grades)
+    outcome, flaky = outcome_of(label, channel, pin, passes, thresholds.flip_alpha)
+    if flaky:
+        reasons.append(flaky)
     if pin is not None and not comparable and not label.is_transport:
         reasons.append("size/time not compared with the pin: its fingerprint is another experiment "
                        f"({fp.differences(pin.fingerprint)})")
@@ -245,7 +282,7 @@ def judge_case(
     if not any(e.kind.failure in ("schema", "wrong") for e in case.expectations):
         reasons.append("no expectation: this case can only fail on envelope channels "
                        "(transport, truncation, size, time)")
-    return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable,
-                      outcome_of(label, channel, pin))
+    return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome,
+                      level_ms)
 
 

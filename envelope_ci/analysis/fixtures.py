@@ -15,27 +15,36 @@ def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
     files = files or {}
     files_changed = (sorted(p for p in set(files) | set(pins.files) if files.get(p) != pins.files.get(p))
                      if pins.files else [])
-    now = {c.id: c.digest for c in cases}
-    added = tuple(sorted(set(now) - set(pins.cases)))
-    removed = tuple(sorted(set(pins.cases) - set(now)))
-    modified = tuple(sorted(cid for cid in now if cid in pins.cases and pins.cases[cid].hash != now[cid]))
+    by_id = {c.id: c for c in cases}
+    added = tuple(sorted(set(by_id) - set(pins.cases)))
+    removed = tuple(sorted(set(pins.cases) - set(by_id)))
+    changed = [c for cid, c in by_id.items() if cid in pins.cases and pins.cases[cid].hash != c.digest]
+    retimed = tuple(sorted(c.id for c in changed if _only_retimed(c, pins)))
+    modified = tuple(sorted({c.id for c in changed}.difference(retimed)))
     return FixtureChanges(
         hash=current_hash,
         pinned_hash=pins.fixtures_hash,
         # Every digest counts, not only the top hash: a pasted hash does not hide a changed case.
-        changed=current_hash != pins.fixtures_hash or bool(added or removed or modified or files_changed),
+        changed=current_hash != pins.fixtures_hash or bool(added or removed or changed or files_changed),
         added=added,
         removed=removed,
         modified=modified,
         files_changed=tuple(files_changed),
+        retimed=retimed,
     )
+
+
+def _only_retimed(case: Case, pins: Pins) -> bool:
+    """The case changed only in its recordings' times or usage: its pin's untimed digest still holds."""
+    return pins.cases[case.id].answer == case.untimed_digest
 
 
 def fixtures_alert(changes: FixtureChanges) -> Alert | None:
     """``fixtures_changed`` when the fixtures differ from the pinned hash, naming what changed."""
     if not changes.changed:
         return None
-    lists = {"added": changes.added, "removed": changes.removed, "modified": changes.modified}
+    lists = {"modified": changes.modified, "added": changes.added, "removed": changes.removed,
+             "retimed (only time or usage moved)": changes.retimed}
     parts = [f"{k}: {', '.join(ids[:10])}" for k, ids in lists.items() if ids]
     if changes.files_changed:
         parts.append(f"files: {', '.join(changes.files_changed[:10])}")

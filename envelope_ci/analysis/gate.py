@@ -32,7 +32,8 @@ def case_gate(result: Judged, alerts: Sequence[Alert]) -> Gate:
     """What one case does to the run; JUnit, annotations and every table read this, never re-derive it.
 
     A case fails the gate when it regressed against its pin, or when its stratum's floor
-    alert fired (every unstable case of that stratum is part of why). Transport failures
+    alert fired and it is one of the answers not right in every repeat that set it off (a
+    time or size miss fails its own channel, never also a floor). Transport failures
     make the run inconclusive, never red; any other unstable case is tolerated.
     """
     if not result.delivered:
@@ -40,6 +41,7 @@ def case_gate(result: Judged, alerts: Sequence[Alert]) -> Gate:
     if result.channel is Channel.STABLE:
         return Gate.PASS
     floors_broken = {a.stratum for a in alerts if a.code in FLOOR_ALERTS}
-    if result.outcome is Outcome.REGRESSION or (result.stratum or UNSTRATIFIED.name) in floors_broken:
+    not_right = result.passes[0] < result.passes[1]
+    if result.outcome is Outcome.REGRESSION or (not_right and (result.stratum or UNSTRATIFIED.name) in floors_broken):
         return Gate.FAIL
     return Gate.TOLERATED

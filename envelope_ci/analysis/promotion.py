@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from ..findings import PinBrief, PinMove, PinsUpdate
 from ..model import GRADER_VERSION, Fingerprint, Lane, Outcome, Pin, Pins, Thresholds
 from .analyse import Analysis
 from .cases import CaseResult, Judged, pinned_good
 from .channels import channel_for
+from .levels import pinned_level, pins_level
 
 
 def write_refusal(
@@ -41,7 +44,9 @@ def write_refusal(
     if blockers:
         return f"refusing to write pins: the run failed closed ({blockers[0]})"
     if stored is not None and stored.fingerprint is not None and not move_baseline:
-        if stored.fingerprint.comparable_key() != run_fp.comparable_key():
+        # pins written before the run's fingerprint named its judge say nothing of it (each case's pin does)
+        judged = run_fp if stored.fingerprint.judge is not None else msgspec.structs.replace(run_fp, judge=None)
+        if stored.fingerprint.comparable_key() != judged.comparable_key():
             return (
                 "refusing to write pins: this run's fingerprint is another experiment than the pinned one "
                 f"({run_fp.differences(stored.fingerprint)}); "
@@ -81,8 +86,8 @@ def _ms(value: float | None) -> float | None:
 
 def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
     """The new measurement is the old pin again, as far as the gate can tell: keep the old pin's bytes."""
-    if ((old.hash, old.label, old.channel, old.fingerprint, old.tokens_estimated)
-            != (new.hash, new.label, new.channel, new.fingerprint, new.tokens_estimated)):
+    if ((old.hash, old.label, old.channel, old.fingerprint, old.tokens_estimated, old.right_of, old.answer)
+            != (new.hash, new.label, new.channel, new.fingerprint, new.tokens_estimated, new.right_of, new.answer)):
         return False
 
     def inside(before: float | None, after: float | None, slack: float, floor: float = 0.0) -> bool:
@@ -92,7 +97,8 @@ def _within_noise(old: Pin, new: Pin, t: Thresholds) -> bool:
 
     return (inside(old.chars, new.chars, t.size_slack) and inside(old.tokens, new.tokens, t.size_slack)
             and inside(old.ms, new.ms, t.time_slack, t.time_floor_ms)
-            and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms))
+            and inside(old.ms_p95, new.ms_p95, t.time_slack, t.time_floor_ms)
+            and inside(old.level_ms, new.level_ms, t.time_slack, t.time_floor_ms))
 
 
 def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapping[str, str],
@@ -103,8 +109,11 @@ def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapp
     byte, so the review diff of the pins file shows only the pins that moved.
     """
     cases: dict[str, Pin] = {}
+    lent = pins_level(old)
     for r in analysis.results:
-        channel, _ = channel_for(r.label, r.measure, r.case.max_chars, None, False, thresholds)
+        channel, _ = channel_for(r.label, r.measure, r.case.max_chars, None, False, thresholds,
+                                 max_cost=r.case.max_cost, max_latency_ms=r.case.max_latency_ms)
+        prior = old.cases.get(r.case.id) if old is not None else None
         pin = Pin(
             hash=r.case.digest,
             label=r.label.value,
@@ -115,8 +124,10 @@ def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapp
             ms=_ms(r.measure.ms),
             ms_p95=_ms(r.measure.ms_p95),
             fingerprint=Fingerprint(Lane.ADJUDICATION.value, *r.fingerprint.comparable_key()),
+            level_ms=_ms(pinned_level(r.level_ms, prior, lent)) if r.measure.ms is not None else None,
+            passes=r.passes,
+            answer=r.case.untimed_digest,
         )
-        prior = old.cases.get(r.case.id) if old is not None else None
         cases[r.case.id] = prior if prior is not None and _within_noise(prior, pin, thresholds) else pin
     return Pins(analysis.fixtures.hash, analysis.fingerprint, cases, dict(files))
 

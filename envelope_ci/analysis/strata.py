@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..findings import Alert, StratumRow
-from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Stratum, Thresholds
+from ..model import STRATA_SPEC, UNSTRATIFIED, Stratum, Thresholds
 from .cases import Judged
 from .summary import rate
 
@@ -14,9 +14,15 @@ from .summary import rate
 class _Bucket:
     cases: int = 0
     n: int = 0
-    passed: int = 0
+    passed: float = 0.0
     undelivered: int = 0
     ids_failed: list[str] = field(default_factory=list)
+
+
+def whole(count: float) -> int | float:
+    """A stratum's count of right answers: an integer unless a flaky case counted by its share."""
+    rounded = round(count, 6)
+    return int(rounded) if rounded.is_integer() else rounded
 
 
 def _buckets(results: Sequence[Judged]) -> dict[str, _Bucket]:
@@ -29,9 +35,9 @@ def _buckets(results: Sequence[Judged]) -> dict[str, _Bucket]:
             b.undelivered += 1
             continue
         b.n += 1
-        if r.channel is Channel.STABLE:
-            b.passed += 1
-        else:
+        right, delivered = r.passes  # answers, not envelope channels: a time or size miss fails its own channel
+        b.passed += right / delivered if right < delivered else 1.0
+        if right < delivered:
             b.ids_failed.append(r.id)
     return buckets
 
@@ -58,7 +64,8 @@ def _alerts_of(spec: Stratum, b: _Bucket, pass_rate: float | None, t: Thresholds
         floor = getattr(t, spec.floor)
         if pass_rate < floor:
             failed = ", ".join(b.ids_failed[:5]) + (" ..." if len(b.ids_failed) > 5 else "")
-            message = f"{name} pass rate {pass_rate:.3f} < floor {floor:.2f} ({b.passed}/{b.n}; not stable: {failed})"
+            message = (f"{name} pass rate {pass_rate:.3f} < floor {floor:.2f} ({whole(b.passed):g}/{b.n}; "
+                       f"not right every time: {failed})")
             if optimistic < floor:
                 alerts.append(Alert(spec.floor_alert, name, message))
             else:
@@ -106,7 +113,7 @@ def strata_report(results: Sequence[Judged], t: Thresholds) -> tuple[dict[str, S
         if spec is UNSTRATIFIED and b.cases == 0:
             continue
         pass_rate = rate(b.passed, b.n)
-        rows[spec.name] = StratumRow(n=b.n, passed=b.passed, pass_rate=pass_rate, cases=b.cases,
+        rows[spec.name] = StratumRow(n=b.n, passed=whole(b.passed), pass_rate=pass_rate, cases=b.cases,
                                      undelivered=b.undelivered)
         found, waiting = _alerts_of(spec, b, pass_rate, t)
         alerts += found

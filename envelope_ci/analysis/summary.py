@@ -9,7 +9,7 @@ from ..model import Channel, Label
 from .cases import Judged
 
 
-def rate(num: int, den: int) -> float | None:
+def rate(num: float, den: int) -> float | None:
     """A ratio, or None (JSON null) when there is nothing to divide by: never NaN."""
     return round(num / den, 6) if den else None
 

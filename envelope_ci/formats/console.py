@@ -5,8 +5,8 @@ from collections.abc import Sequence
 
 from ..model import Label
 from ..report.model import Report
+from ..report.view import case_group, fmt_rate, model_moved, plural
 from .escape import clean
-from .markdown import case_group, fmt_rate, plural
 
 MAX_LISTED = 10
 
@@ -18,13 +18,16 @@ def _one_line(text: str, limit: int = 100) -> str:
 
 
 def _head(report: Report) -> list[str]:
-    """The verdict line, a lowered baseline right under it, then the counts, rates, strata and lanes."""
+    """The verdict line, a new model and a lowered baseline right under it, then the counts, rates, strata and
+    lanes."""
     s = report.summary
     lanes = report.lanes
     down = report.base.downgraded if report.base else ()
+    model = model_moved(report, _one_line)
     return [
         f"envelope-ci: {report.verdict.value.upper()}  ({plural(s.total, 'case')}, {s.stable} stable, "
         f"{plural(len(report.regressions), 'regression')}, {plural(len(report.alerts), 'alert')})",
+        *([model] if model else []),
         *([f"WARNING: this change downgrades {len(down)} pin(s) the base branch had right and stable — "
            f"baseline lowered: {_one_line(', '.join(down[:MAX_LISTED]), 200)}; "
            f"have a code owner review {_one_line(report.run.pins, 200)}"] if down else []),

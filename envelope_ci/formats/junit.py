@@ -1,9 +1,11 @@
-"""Report -> JUnit XML, one testcase per case, agreeing with the gate (each case's ``gate``).
+"""Report -> JUnit XML, one testcase per alert and per case, agreeing with the verdict and each case's ``gate``.
 
-A case that fails the run (a regression, or a case in a stratum whose floor it broke) is a
-``failure``; a transport label is an ``error``; a case that is not stable but does not fail
-the gate (a known failure, a stretch miss) is ``skipped`` with the reason, so a JUnit
-reporter's red or green matches envelope-ci's verdict.
+Every alert fails the run, and most are tied to no case (``fixtures_changed``, ``stale_recording``,
+a stratum too thin), so each alert is a failing testcase of its own, first. A case that fails the
+run (a regression, or a case in a stratum whose floor it broke) is a ``failure``; a transport
+label is an ``error``; a case that is not stable but does not fail the gate (a known failure, a
+stretch miss) is ``skipped`` with the reason, so a JUnit reporter's red or green matches
+envelope-ci's verdict.
 
 The XML is written as text, a line per element, laid out as ElementTree's ``indent`` and
 ``tostring`` would (tests/formats/test_junit.py checks the bytes against them): a tree of every
@@ -15,6 +17,7 @@ import re
 from collections.abc import Iterator
 from functools import cache
 
+from ..findings import Alert
 from ..model import Gate
 from ..report.model import CaseRow, Report, stratum_name
 from .escape import clean
@@ -74,6 +77,16 @@ def _testcase(c: CaseRow, kind: str | None, classname: str, place: str) -> str:
     return f"<testcase{attrs}>\n      {inner}\n    </testcase>"
 
 
+def _alert_testcase(alert: Alert, suite: str) -> str:
+    """One alert as a failing testcase: the verdict fails on it, whether or not a case does."""
+    code = clean(alert.code)
+    name = f"{code} ({clean(alert.stratum)})" if alert.stratum else code
+    message = clean(alert.message)
+    inner = _element("failure", {"message": message[:500], "type": code}, message)
+    return (f'<testcase classname="{_value(suite)}.alert" name="{_value(name)}" time="0.000">\n      {inner}\n'
+            "    </testcase>")
+
+
 def render_junit(report: Report, suite: str = "envelope-ci") -> str:
     """JUnit XML that Jenkins, GitLab and the common GitHub reporters read."""
     return "".join(junit_parts(report, suite))
@@ -82,19 +95,24 @@ def render_junit(report: Report, suite: str = "envelope-ci") -> str:
 def junit_parts(report: Report, suite: str = "envelope-ci") -> Iterator[str]:
     """``render_junit``'s text in parts, a testcase each, made as they are asked for: written as they come, no text is
     ever whole."""
-    cases = report.cases
+    cases, alerts = report.cases, report.alert_details
     kinds = [JUNIT_KIND[c.gate] for c in cases]
-    counts = {k: str(kinds.count(k)) for k in ("failure", "error", "skipped")}
+    counts = {k: str(kinds.count(k)) for k in ("error", "skipped")}
+    counts["failure"] = str(kinds.count("failure") + len(alerts))  # every alert is a failing testcase
+    tests = str(len(alerts) + len(cases))
     total_s = f"{sum((c.ms or 0.0) for c in cases) / 1000.0:.3f}"
-    root = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
+    root = _attrs({"name": suite, "tests": tests, "failures": counts["failure"], "errors": counts["error"],
                    "time": total_s})
-    head = _attrs({"name": suite, "tests": str(len(cases)), "failures": counts["failure"], "errors": counts["error"],
+    head = _attrs({"name": suite, "tests": tests, "failures": counts["failure"], "errors": counts["error"],
                    "skipped": counts["skipped"], "time": total_s})
     yield f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites{root}>\n  '
-    if not cases:
+    if not cases and not alerts:
         yield f"<testsuite{head} />\n</testsuites>\n"
         return
     yield f"<testsuite{head}>"
+    for alert in alerts:
+        yield "\n    "
+        yield _alert_testcase(alert, suite)
     # Each stratum's classname (by the field: its row name is a property) and each file's attribute escaped once, as
     # the cases come.
     classname = cache(lambda stratum: _value(f"{suite}.{stratum_name(stratum)}"))

@@ -13,19 +13,37 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache, partial
-from operator import attrgetter
 from typing import Any
 
 import tabulate as _tabulate_module
 from tabulate import tabulate
 
-from ..analysis.channels import time_limit_ms
 from ..findings import PinBrief
-from ..model import STRATA_SPEC, UNSTRATIFIED, Channel, Detail, Gate, Outcome, Thresholds, Verdict
-from ..report.model import CaseRow, Report, stratum_name
+from ..model import Channel, Detail, Gate, Verdict
+from ..report.model import BaseDiffRow, CaseRow, Report
+from ..report.view import (
+    FAILING,
+    GRID_CHANNELS,
+    GROUPS,
+    OUTCOME_WORDS,
+    REGRESSIONS,
+    TOLERATED,
+    UNDELIVERED,
+    Downgrade,
+    Move,
+    case_groups,
+    downgrades,
+    fmt_rate,
+    grid_column,
+    grid_rows,
+    headline_counts,
+    measures,
+    model_moved,
+    plural,
+    time_moves,
+)
 from .escape import ELLIPSIS, cell, clean, fenced, inline
 
 # Pad cells by code points, never by terminal columns: tabulate measures with wcwidth whenever that happens to
@@ -33,11 +51,6 @@ from .escape import ELLIPSIS, cell, clean, fenced, inline
 _tabulate_module.WIDE_CHARS_MODE = False
 
 _ICON = {Verdict.PASS: "✅", Verdict.FAIL: "❌", Verdict.INCONCLUSIVE: "⚠️"}
-
-
-def fmt_rate(value: float | None) -> str:
-    """A rate to three places, or n/a when its denominator was 0."""
-    return "n/a" if value is None else f"{value:.3f}"
 
 
 def fmt_num(value: Any, digits: int = 0) -> str:
@@ -59,21 +72,9 @@ def _fmt_tenths(value: Any) -> str:
     return f"{value:.1f}" if value.__class__ is float else fmt_num(value, 1)
 
 
-def measures(chars: int | None, tokens: int | None, ms: float | None) -> str:
-    """A measurement in words with units (`70 chars · 20 tok · 412 ms`); what was not measured is left out."""
-    parts = [f"{chars} chars" if chars is not None else "", f"{tokens} tok" if tokens is not None else "",
-             f"{ms:.0f} ms" if ms is not None else ""]
-    return " · ".join(p for p in parts if p)
-
-
 # Past this many rows tabulate's column padding costs seconds and buys nothing: GitHub
 # renders an unpadded pipe table identically.
 PADDED_ROWS_MAX = 500
-
-
-def plural(count: int, noun: str) -> str:
-    """`1 case`, `2 cases`."""
-    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -127,21 +128,16 @@ def _ids(ids: Sequence[str], limit: int | None = None) -> str:
 
 def baseline_lowered(report: Report) -> list[str]:
     """The warning that this PR's pins lower the bar for cases the base branch had right and stable."""
-    base = report.base
-    if not base or not base.downgraded:
+    down = downgrades(report)
+    if not down:
         return []
-    rows = {d.id: d for d in base.diff}
 
-    def how(cid: str) -> str:
-        row = rows.get(cid)
-        if row is None or row.head is None:
-            return f"{inline(cid)} (pin removed)"
-        if row.base is not None and row.base.label != row.head.label:
-            return f"{inline(cid)} ({inline(row.base.label)} → {inline(row.head.label)})"
-        return inline(cid)
+    def how(d: Downgrade) -> str:
+        if d.removed:
+            return f"{inline(d.id)} (pin removed)"
+        return f"{inline(d.id)} ({inline(d.labels[0])} → {inline(d.labels[1])})" if d.labels else inline(d.id)
 
-    down = base.downgraded
-    listed = ", ".join(how(cid) for cid in down[:20]) + (" …" if len(down) > 20 else "")
+    listed = ", ".join(how(d) for d in down[:20]) + (" …" if len(down) > 20 else "")
     return [
         f"> **⚠️ Baseline lowered. This PR downgrades {plural(len(down), 'pin')} "
         "that the base branch had right and stable:** "
@@ -151,22 +147,28 @@ def baseline_lowered(report: Report) -> list[str]:
     ]
 
 
+# A model id in the headline: the fingerprint joins every id the responses named, so a long one is cut.
+_MODEL_ID = partial(inline, limit=80)
+
+
+def quote_paragraphs(texts: Sequence[str]) -> list[str]:
+    """One quote block, each text a paragraph of its own: consecutive `> ` lines would join into one paragraph."""
+    lines: list[str] = []
+    for text in texts:
+        lines += [">", f"> {text}"] if lines else [f"> {text}"]
+    return lines + [""] if lines else []
+
+
 def headline(report: Report, title: str | None) -> list[str]:
-    """The verdict, a lowered baseline, the counts and rates, blockers and notes."""
-    s = report.summary
-    name = f" — {inline(title)}" if title else ""
-    line = (
-        f"**{plural(s.total, 'case')}** · {s.stable} stable · {plural(len(report.regressions), 'regression')} · "
-        f"{plural(len(report.alerts), 'alert')} · yield {fmt_rate(s.yield_)} · "
-        f"accuracy on yield {fmt_rate(s.accuracy_on_yield)} · naive pass rate {fmt_rate(s.naive_pass_rate)}"
-    )
+    """The verdict (and a new model), a lowered baseline, the counts and rates, blockers and notes."""
+    model = model_moved(report, _MODEL_ID)
+    name = (f" — {inline(title)}" if title else "") + (f" · {model}" if model else "")
+    cases, *rest = headline_counts(report)
+    line = " · ".join([f"**{cases}**", *rest])
     out = [f"## {_ICON[report.verdict]} envelope-ci: {report.verdict.value}{name}", "", *baseline_lowered(report),
            line, ""]
-    out += [f"> **inconclusive:** {inline(blocker)}" for blocker in report.blockers]
-    out += [f"> {inline(note)}" for note in report.notes]
-    if report.blockers or report.notes:
-        out.append("")
-    return out
+    return out + quote_paragraphs([*(f"**inconclusive:** {inline(blocker)}" for blocker in report.blockers),
+                                   *map(inline, report.notes)])
 
 
 def alerts_section(report: Report) -> list[str]:
@@ -178,60 +180,22 @@ def alerts_section(report: Report) -> list[str]:
     return lines + [""]
 
 
-# The not-stable cases, in the groups the report shows apart: (title, shows the outcome,
-# sentence under the title). Known failures are never mixed with regressions.
-REGRESSIONS, FAILING, UNDELIVERED, TOLERATED = range(4)
-_GROUPS = {
-    REGRESSIONS: ("Regressions", False, ""),
-    FAILING: ("Other cases failing the gate", True,
-              "Not regressions against their pins, but their stratum is under its floor."),
-    UNDELIVERED: ("Undelivered", False, "No gradeable answer after retries: the run is inconclusive, not red."),
-    TOLERATED: ("Known failures and tolerated misses", True,
-                "Not stable, but not failing the gate: wrong in the pins too, or a miss the stratum allows."),
-}
 # The first-screen tables of a comment show this many rows each, so the next steps stay in view.
 FIRST_SCREEN_ROWS = 10
 # A folded table in the smallest comment level shows this many rows; the rest are in the job summary.
 FAILING_ROWS_IN_COMMENT = 100
 
 
-# An outcome as the tables word it.
-_OUTCOME_WORDS = {o: o.value.replace("_", " ") for o in Outcome}
-
-
-def case_group(case: CaseRow) -> int | None:
-    """Which table a case belongs in, from its outcome and gate; None for a stable case."""
-    if case.gate is Gate.PASS:
-        return None
-    if case.outcome is Outcome.REGRESSION:
-        return REGRESSIONS
-    return {Gate.FAIL: FAILING, Gate.UNDELIVERED: UNDELIVERED, Gate.TOLERATED: TOLERATED}[case.gate]
-
-
-def case_groups(report: Report) -> dict[int, list[CaseRow]]:
-    """The cases not stable, by the table they belong in, in report order.
-
-    One pass over the cases for every table. Most cases are stable (in no group): the gate alone says so.
-    """
-    groups: dict[int, list[CaseRow]] = {}
-    passed = Gate.PASS
-    for c in report.cases:
-        group = case_group(c) if c.gate is not passed else None
-        if group is not None:
-            groups.setdefault(group, []).append(c)
-    return groups
-
-
 def case_group_table(cases: Sequence[CaseRow], group: int, limit: int | None) -> tuple[str, list[str]]:
     """One group's title with its count, and its table (at most `limit` rows, then how many more)."""
     if not cases:
         return "", []
-    title, with_outcome, sentence = _GROUPS[group]
+    title, with_outcome, sentence = GROUPS[group]
     # Strata, reasons and answers repeat across thousands of rows: each text is escaped once.
     short, why = cache(cell), cache(partial(cell, limit=160))  # cell's own limit (80) for strata and answers
     rows = [
         [cell(c.id, 60), short(c.stratum or "–"), c.label.value, c.channel.value,
-         *([_OUTCOME_WORDS[c.outcome]] if with_outcome else []), why("; ".join(c.reasons)), short(c.preview or "")]
+         *([OUTCOME_WORDS[c.outcome]] if with_outcome else []), why("; ".join(c.reasons)), short(c.preview or "")]
         for c in cases[:limit]
     ]
     headers = ["case", "stratum", "label", "channel", *(["outcome"] if with_outcome else []), "why", "answer"]
@@ -266,39 +230,17 @@ def next_steps_section(report: Report) -> list[str]:
     return lines
 
 
-def stratum_bar(name: str, t: Thresholds) -> str:
-    """The bar a stratum is held to, in words: its floor, or the watermark it must stay under."""
-    spec = next((s for s in (*STRATA_SPEC, UNSTRATIFIED) if s.name == name), None)
-    if spec is None:
-        return ""
-    if spec.floor:
-        return f"floor {getattr(t, spec.floor):.2f}"
-    return f"watermark < {getattr(t, spec.watermark):.2f}" if spec.watermark else ""
-
-
-# The channel x stratum table's columns, in the order the method reads them; transport is undelivered.
-GRID_CHANNELS = (Channel.STABLE, Channel.CORRECTNESS, Channel.SCHEMA, Channel.SIZE, Channel.TIME, Channel.TRUNCATED,
-                 Channel.TRANSPORT)
-
-
 def grid_section(report: Report) -> list[str]:
     """One table in place of channels, strata and labels: cases per stratum and channel, and the stratum's bar."""
-    # Counted by the stratum field, then by its row name.
-    counts: Counter[tuple[str, Channel]] = Counter()
-    for (stratum, channel), n in Counter(map(attrgetter("stratum", "channel"), report.cases)).items():
-        counts[(stratum_name(stratum), channel)] += n
-    t = report.run.thresholds
     rows = []
-    for name, stratum in report.strata.items():
+    for row in grid_rows(report):
         # Non-zero counts off the stable channel are what broke: bold, so the eye finds them.
         cells = [str(n) if ch is Channel.STABLE or not n else f"**{n}**"
-                 for ch in GRID_CHANNELS for n in [counts[(name, ch)]]]
-        codes = ", ".join(f"`{a.code}`" for a in report.alert_details if a.stratum == name)
-        bar = " · ".join(
-            p for p in (fmt_rate(stratum.pass_rate), stratum_bar(name, t), f"❌ {codes}" if codes else "") if p)
-        rows.append([cell(name), *cells, bar])
-    headers = ["stratum", *("undelivered" if ch is Channel.TRANSPORT else ch.value for ch in GRID_CHANNELS),
-               "pass rate · bar"]
+                 for ch, n in zip(GRID_CHANNELS, row.counts, strict=True)]
+        codes = ", ".join(f"`{code}`" for code in row.alerts)
+        bar = " · ".join(p for p in (fmt_rate(row.pass_rate), row.bar, f"❌ {codes}" if codes else "") if p)
+        rows.append([cell(row.name), *cells, bar])
+    headers = ["stratum", *map(grid_column, GRID_CHANNELS), "pass rate · bar"]
     return ["### Channels by stratum", "", table(headers, rows), ""]
 
 
@@ -306,6 +248,9 @@ def grid_section(report: Report) -> list[str]:
 
 # At most this many cases in the chart: the ones whose time moved most.
 TIME_CHART_MAX = 20
+# The chart's height: its title and value axis, then a band per bar (two per case), so one case draws a short chart.
+TIME_CHART_FRAME_PX = 110
+TIME_CHART_BAR_PX = 22
 _MERMAID_LABEL_MAX = 28
 # Kept in a Mermaid label: word characters and a little punctuation. Everything else (quotes
 # and brackets that end a string or a list, `%%` directives, `#…;` entities, newlines, `@`)
@@ -319,57 +264,52 @@ def mermaid_label(text: str) -> str:
     return flat if len(flat) <= _MERMAID_LABEL_MAX else flat[: _MERMAID_LABEL_MAX - 1].rstrip() + ELLIPSIS
 
 
-def time_moves(report: Report) -> list[tuple[CaseRow, float, float]]:
-    """(case, pinned ms, this run's ms) for cases on the time channel or outside the time slack either way, most
-    moved first."""
-    base = report.base
-    base_ms = {d.id: d.base.ms for d in base.diff if d.base} if base and base.present else None
-    t = report.run.thresholds
-    moves = []
-    for c in report.cases:
-        before = base_ms.get(c.id) if base_ms is not None else (c.pin.ms if c.pin else None)
-        if before is None or c.ms is None:
-            continue
-        if c.channel is Channel.TIME or c.ms > time_limit_ms(before, t) or before > time_limit_ms(c.ms, t):
-            moves.append((c, before, c.ms))
-    return sorted(moves, key=lambda m: (m[0].channel is not Channel.TIME, -max(m[1], m[2]) / max(min(m[1], m[2]), 1.0)))
-
-
-def time_chart_section(report: Report) -> list[str]:
-    """A Mermaid bar chart, pin vs this run in ms, of the cases whose time moved (GitHub draws it inline)."""
-    moves = time_moves(report)
-    if not moves:
-        return []
-    pin = "base pin" if report.base and report.base.present else "pin"
-    shown = moves[:TIME_CHART_MAX]
+def time_chart(moves: Sequence[Move]) -> str:
+    """The Mermaid bar chart of these moves, its height set by their number (Mermaid's default draws one case some
+    600 pixels tall)."""
     labels: list[str] = []
-    for c, _, _ in shown:
-        label = mermaid_label(c.id)
+    for move in moves:
+        label = mermaid_label(move.case.id)
         # A band axis merges equal names: two ids that read alike get a number each.
-        while f"{label} · {pin}" in labels:
+        while f"{label} · pin" in labels:
             label += "'"
-        labels += [f"{label} · {pin}", f"{label} · this run"]
+        labels += [f"{label} · pin", f"{label} · this run"]
     # Two series padded with zeros: each bar has its own category, so none hides another,
     # and the pin and this run keep their own colours.
-    before = [v for _, b, _ in shown for v in (round(b), 0)]
-    after = [v for _, _, a in shown for v in (0, round(a))]
-    chart = "\n".join([
+    before = [v for m in moves for v in (round(m.pinned), 0)]
+    after = [v for m in moves for v in (0, round(m.now))]
+    return "\n".join([
+        "---",
+        "config:",
+        "  xyChart:",
+        f"    height: {TIME_CHART_FRAME_PX + TIME_CHART_BAR_PX * len(labels)}",
+        "---",
         "xychart-beta horizontal",
-        f'    title "Time per case (ms): {pin} vs this run"',
+        '    title "Time per case (ms): pin (judged against) vs this run"',
         "    x-axis [" + ", ".join(f'"{label}"' for label in labels) + "]",
         '    y-axis "ms"',
         f"    bar [{', '.join(map(str, before))}]",
         f"    bar [{', '.join(map(str, after))}]",
     ])
+
+
+def time_chart_section(report: Report) -> list[str]:
+    """A Mermaid bar chart, in ms, of the cases whose time moved: the pin the gate judged against vs this run (GitHub
+    draws it inline)."""
+    moves = [m for m in time_moves(report) if m.beyond]
+    if not moves:
+        return []
     t = report.run.thresholds
     more = f" The {TIME_CHART_MAX} that moved most are drawn." if len(moves) > TIME_CHART_MAX else ""
+    whose = " (this PR's, not the base branch's)" if report.base and report.base.present else ""
     return [
         f"### Time moved ({len(moves)})",
         "",
         f"Cases on the time channel or outside the time slack (×{t.time_slack:g}, at least {t.time_floor_ms:g} ms) "
-        f"of their {pin}.{more}",
+        f"of their pin: each `pin` bar is the pin in {inline(report.run.pins)}{whose} that the gate judged the case "
+        f"against, scaled to the latency level the case was measured at when both have one, beside this run.{more}",
         "",
-        fenced(chart, "mermaid"),
+        fenced(time_chart(moves[:TIME_CHART_MAX]), "mermaid"),
         "",
     ]
 
@@ -425,7 +365,8 @@ def fixtures_section(report: Report, detail: Detail) -> list[str]:
     else:
         # The pinned hash comes from the PR's own pins file: untrusted, so escaped, not code-spanned.
         lines.append(f"hash `{f.hash[:19]}` ≠ pinned {inline(str(f.pinned_hash), 19)}")
-        for key, ids in (("added", f.added), ("removed", f.removed), ("modified", f.modified)):
+        for key, ids in (("modified", f.modified), ("added", f.added), ("removed", f.removed),
+                         ("retimed (only time or usage moved)", f.retimed)):
             if ids:
                 lines.append(f"- {key}: {_ids(ids, 50)}")
         lines += ["", "The fixtures changed without a pin update: the next steps say how to re-pin."]
@@ -460,6 +401,11 @@ def pins_update_section(report: Report, detail: Detail) -> list[str]:
     return folded("Pins written by this run", lines, detail, f": {len(rows)} moved")
 
 
+def _answer_changes_first(row: BaseDiffRow) -> bool:
+    """Rows whose case or answer this PR changed sort before those only retimed or only re-measured."""
+    return row.fixture not in ("modified", "added", "removed")
+
+
 def base_section(report: Report, detail: Detail) -> list[str]:
     """The base branch's pins against this PR's and this run: every row in full, only the changed ones in a comment."""
     base = report.base
@@ -471,12 +417,14 @@ def base_section(report: Report, detail: Detail) -> list[str]:
     elif not base.present:
         lines += ["> the base branch has no pins yet (first pins in this PR)", ""]
     diff = base.diff
-    changed = [d for d in diff if d.pin_changed]
-    shown = sorted(diff, key=lambda d: not d.pin_changed) if detail is Detail.FULL else changed
+    # Answer changes first: a re-recorded suite's retimed pins must not bury the one case whose answer moved.
+    changed = sorted((d for d in diff if d.pin_changed), key=_answer_changes_first)
+    shown = (sorted(diff, key=lambda d: (not d.pin_changed, _answer_changes_first(d))) if detail is Detail.FULL
+             else changed)
     limit = FAILING_ROWS_IN_COMMENT if detail is Detail.FAILING else None
     lines += [f"{len(changed)} of {len(diff)} case pins changed in this PR"
               + (" (marked **bold**)." if detail is Detail.FULL else "."), ""]
-    for kind in ("added", "removed", "modified"):
+    for kind in ("modified", "added", "removed", "retimed"):
         ids = [d.id for d in diff if d.fixture == kind]
         if ids:
             lines.append(f"- fixture cases {kind} by this PR: {_ids(ids, 50)}")
@@ -542,7 +490,7 @@ def _case_line(c: CaseRow, streamed: bool, stratum: Callable[[str], str]) -> str
     ttft = f"{_fmt_tenths(c.ttft_ms)} | " if streamed else ""
     return (f"| {cell(c.id, 60)} | {stratum(c.stratum or '–')} | {c.label._value_} | {c.channel._value_} | "
             f"{_fmt_whole(c.chars)} | {tokens + '~' if c.tokens_estimated else tokens} | {ttft}{_fmt_tenths(c.ms)} | "
-            f"{_fmt_tenths(c.ms_p95)} | {pin_chars} | {pin_ms} | {c.attempts} | {_OUTCOME_WORDS[c.outcome]} |")
+            f"{_fmt_tenths(c.ms_p95)} | {pin_chars} | {pin_ms} | {c.attempts} | {OUTCOME_WORDS[c.outcome]} |")
 
 
 def render_markdown(report: Report, detail: Detail = Detail.FULL, title: str | None = None,

@@ -15,11 +15,11 @@ from ..errors import UsageError
 from ..model import Detail
 from ..plugins import load_plugins
 from ..report.model import Report
-from . import builtin
+from . import builtin, html
 from .base import ReportFormat
 
 ENTRY_POINT_GROUP = "envelope_ci.formats"
-BUILTIN: tuple[ReportFormat, ...] = (builtin.JSON, builtin.MARKDOWN, builtin.JUNIT, builtin.CONSOLE)
+BUILTIN: tuple[ReportFormat, ...] = (builtin.JSON, builtin.MARKDOWN, builtin.JUNIT, builtin.CONSOLE, html.HTML)
 ALWAYS = ("json", "markdown", "junit")
 
 

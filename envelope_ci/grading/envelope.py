@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 
 from ..model import Data, Envelope, Label
-from ..providers.base import Reply
-from ..providers.openai_chat import error_message, read_reply
+from ..providers.base import Provider, Reply, Stop
+from ..providers.registry import provider_named
 from ..sources.parse import too_deep
 from ..urls import redact
 
@@ -135,11 +135,13 @@ def _read_json(text: str) -> tuple[bool, tuple[Any, ...]]:
 def classify(envelope: Envelope) -> EnvelopeClass:
     """The envelope's own label (drop, empty, truncated), or None with the reply to grade."""
     if envelope.completion is not None:
-        return _classify_reply(Reply(envelope.completion, (), None, None, None, None))
+        return _classify_reply(Reply(envelope.completion, (), None, None, None, None), None)
     if envelope.error is not None or envelope.http_status is None:
         return EnvelopeClass(Label.DROP, (f"no response: {envelope.error or 'unknown transport error'}",), None)
     status = envelope.http_status
     body = envelope.body
+    provider = provider_named(envelope.provider, "an envelope's provider")  # the wire format that made it
+    error_message = provider.error_message
     if 300 <= status < 400:
         location = next((str(v) for k, v in envelope.headers.items() if k.lower() == "location"), None)
         return EnvelopeClass(Label.DROP, (redirect_reason(status, location),), None)
@@ -154,14 +156,14 @@ def classify(envelope: Envelope) -> EnvelopeClass:
         return EnvelopeClass(Label.EMPTY, (f"HTTP 200 but the body is not a JSON object: {snippet[:120]}",), None)
     if body.get("error") or body.get("object") == "error":
         return EnvelopeClass(Label.DROP, (f"HTTP 200 carrying an error: {error_message(body)}",), None)
-    reply = read_reply(body)
+    reply = provider.read_reply(body)
     if reply is None:
         return EnvelopeClass(Label.EMPTY, ("HTTP 200 with no choices",), None)
     if envelope.stream_complete is False:
         # The server cut the stream, not the model its answer: llama-cpp-python ends a stream with a
         # bare [DONE] when the next request arrives, proxies close it at their timeout. Retry it.
         return EnvelopeClass(Label.DROP, (STREAM_CUT,), reply)
-    return _classify_reply(reply)
+    return _classify_reply(reply, provider)
 
 
 def redirect_reason(status: int, location: str | None) -> str:
@@ -176,17 +178,20 @@ def redirect_reason(status: int, location: str | None) -> str:
     return f"HTTP {status} redirect to {shown}, not followed: point --base-url at where the endpoint really is"
 
 
-def _classify_reply(reply: Reply) -> EnvelopeClass:
+def _classify_reply(reply: Reply, provider: Provider | None) -> EnvelopeClass:
+    """``provider`` says what the reply's stop word means (None: a bare completion, which has none)."""
     # Whitespace alone is not an answer: a server that pads an empty completion has said nothing.
     spoke = bool(reply.content and reply.content.strip()) or bool(reply.tool_calls) or reply.refusal is not None
-    if reply.finish_reason == "length":
-        return EnvelopeClass(Label.TRUNCATED, ("finish_reason is 'length' (hit the token limit)",), reply)
-    if not spoke and reply.finish_reason != "content_filter":
+    stop = provider.stop(reply.finish_reason) if provider is not None else Stop.UNKNOWN
+    said = f"{provider.stop_field} is '{reply.finish_reason}'" if provider is not None else ""
+    if stop is Stop.LENGTH:
+        return EnvelopeClass(Label.TRUNCATED, (f"{said} (hit the token limit)",), reply)
+    if not spoke and stop is not Stop.FILTERED:
         shape = "null" if reply.content is None else "empty"
         return EnvelopeClass(Label.EMPTY, (f"content is {shape} and the model said nothing else",), reply)
     notes: list[str] = []
-    if reply.finish_reason == "content_filter":
-        notes.append("finish_reason is 'content_filter' (the provider's policy answered)")
+    if stop is Stop.FILTERED:
+        notes.append(f"{said} (the provider's policy answered)")
     if reply.refusal is not None and not reply.content:
         notes.append(f"model refused: {reply.refusal[:120]}")
     cut, parsed = _read_json(json_payload(reply)) if speaks_json(reply) else (False, ())

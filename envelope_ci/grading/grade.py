@@ -2,17 +2,25 @@
 
 Shape assertions (``schema`` on failure) are judged before content ones (``wrong``): an
 answer that is not the JSON asked for is not checked for what it says. Before content, an
-llm-rubric judge that gave no verdict makes the case undelivered: it says nothing of the model.
+llm-rubric judge that gave no verdict, or an embedding ``similar`` needs that did not arrive,
+makes the case undelivered: it says nothing of the model. Budgets (``max-chars``, ``cost``,
+``latency``) are not judged here but in analysis, on the median of repeats: the grade carries
+what they read (size, time, and the call's cost where a case asks for it).
 """
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
+
+from msgspec.structs import replace
 
 from ..model import Case, Envelope, Grade, Label
 from ..providers.base import Reply
-from .assertions.base import Answer, Failure, JudgeVerdict
+from .assertions.base import Answer, Failure, JudgeVerdict, Usage
+from .assertions.cost import cost_of
+from .assertions.similar import NOTHING_EMBEDDED, Embedded, answer_text, embedded
 from .envelope import AnswerTooDeep, EnvelopeClass, classify, json_payload, loads_answer, speaks_json, spoken_text
 from .rubric import verdicts_of
 
@@ -24,14 +32,14 @@ _SHAPE_THEN_CONTENT = ((Failure.SCHEMA, Label.SCHEMA), (Failure.WRONG, Label.WRO
 
 def grade(envelope: Envelope, case: Case) -> Grade:
     """Label one envelope for one case, with what was read to get there."""
-    verdicts = verdicts_of(envelope, case)
-    label, reasons, reply = _label(classify(envelope), case, verdicts)
+    judged = classify(envelope)
+    reply = judged.reply
     text = envelope.completion if envelope.completion is not None else (spoken_text(reply) if reply else None)
-    chars = len(text) if text is not None and not label.is_transport else None
-    tokens = reply.completion_tokens if reply and not label.is_transport else None
-    estimated = chars is not None and tokens is None
-    if estimated:
-        tokens = max(1, round(chars / 4)) if chars else 0
+    verdicts = verdicts_of(envelope, case)
+    found = embedded(envelope, case, reply) if judged.label is None and reply is not None else NOTHING_EMBEDDED
+    seen = _seen(envelope, reply, text, case, verdicts, found)
+    label, reasons = _label(judged, case, seen, found.missing)
+    usage = seen.usage if not label.is_transport else None
     return Grade(
         label=label,
         reasons=(*reasons, *envelope.notes),
@@ -39,31 +47,64 @@ def grade(envelope: Envelope, case: Case) -> Grade:
         finish_reason=reply.finish_reason if reply else None,
         model_id=reply.model_id if reply else None,
         http_status=envelope.http_status,
-        chars=chars,
-        tokens=tokens,
-        tokens_estimated=estimated,
+        chars=len(text) if text is not None and usage is not None else None,
+        tokens=usage.output_tokens if usage is not None else None,
+        tokens_estimated=usage is not None and usage.output_estimated,
         elapsed_ms=envelope.elapsed_ms,
         ttft_ms=envelope.ttft_ms,
         attempts=envelope.attempts,
-        judge=(",".join(sorted({v.judge for v in verdicts.values() if v.judge})) or None) if verdicts else None,
+        judge=",".join(sorted({*(v.judge for v in verdicts.values() if v.judge), *found.models})) or None,
+        level_ms=envelope.level_ms,
+        provider=envelope.provider,
+        cost_usd=cost_of(usage, seen.model_id, case) if usage is not None and case.prices is not None else None,
+        cost_estimated=usage is not None and case.prices is not None and usage.estimated,
     )
 
 
-def _label(judged: EnvelopeClass, case: Case,
-           verdicts: Mapping[str, JudgeVerdict]) -> tuple[Label, list[str], Reply | None]:
+def _seen(envelope: Envelope, reply: Reply | None, text: str | None, case: Case, verdicts: Mapping[str, JudgeVerdict],
+          found: Embedded) -> Answer:
+    """What assertions see of the envelope besides the text (filled in by ``_label``): usage, model id, times,
+    provider, the judges' verdicts and the embeddings."""
+    return Answer("", verdicts=verdicts, embeddings=found.vectors,
+                  usage=_usage(reply, text, case) if reply is not None and text is not None else None,
+                  model_id=reply.model_id if reply else None, elapsed_ms=envelope.elapsed_ms,
+                  ttft_ms=envelope.ttft_ms, provider=envelope.provider if envelope.completion is None else None)
+
+
+def _usage(reply: Reply, text: str, case: Case) -> Usage:
+    """The call's tokens as the server counted them; what it did not count, estimated as characters / 4."""
+    given_in, given_out = reply.prompt_tokens, reply.completion_tokens
+    return Usage(given_in if given_in is not None else _estimate(sum(map(_chars, case.messages))),
+                 given_out if given_out is not None else _estimate(len(text)), given_in is None, given_out is None)
+
+
+def _estimate(chars: int) -> int:
+    return max(1, round(chars / 4)) if chars else 0
+
+
+def _chars(message: Mapping[str, Any]) -> int:
+    """The characters of a message's text: its content, or the text of its content parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    parts = content if isinstance(content, list) else []
+    return sum(len(p["text"]) for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+
+
+def _label(judged: EnvelopeClass, case: Case, seen: Answer, unembedded: Sequence[str]) -> tuple[Label, list[str]]:
     reasons = list(judged.reasons)
     if judged.label is not None or judged.reply is None:
-        return judged.label or Label.EMPTY, reasons, judged.reply
+        return judged.label or Label.EMPTY, reasons
     reply = judged.reply
     if reply.tool_calls and not (reply.content and reply.content.strip()) and "tools" not in case.request:
-        return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"], reply
+        return Label.WRONG, reasons + [f"replied with a tool call {_call_names(reply)} instead of an answer"]
     # Assertions read the message text only, never a tool call's name or arguments.
-    text = reply.content or reply.refusal or ""
+    text = answer_text(reply)
     parsed, has_json = None, False
     if case.reads_json:
         if not speaks_json(reply):
             if case.wants_json:
-                return Label.WRONG, reasons + ["no JSON answer to grade"], reply
+                return Label.WRONG, reasons + ["no JSON answer to grade"]
         elif judged.parsed:  # parsed already, telling a cut answer from a whole one
             parsed, has_json = judged.parsed[0], True
         else:
@@ -73,20 +114,21 @@ def _label(judged: EnvelopeClass, case: Case,
             except json.JSONDecodeError as exc:
                 if case.wants_json:
                     hint = " (wrapped in a Markdown code fence)" if _FENCE.search(payload) else ""
-                    return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"], reply
+                    return Label.SCHEMA, reasons + [f"answer is not JSON{hint}: {exc.msg} at char {exc.pos}"]
             except AnswerTooDeep as exc:
                 if case.wants_json:
-                    return Label.SCHEMA, reasons + [f"answer is not JSON that can be graded: {exc}"], reply
-    answer = Answer(text, parsed, has_json, reply.tool_calls, verdicts)
-    unjudged = [v.reason for v in verdicts.values() if v.passed is None]
+                    return Label.SCHEMA, reasons + [f"answer is not JSON that can be graded: {exc}"]
+    answer = replace(seen, text=text, parsed=parsed, has_json=has_json, tool_calls=reply.tool_calls)
+    # a judge or an embedding that did not arrive says nothing of the model: undelivered, before content
+    unjudged = [*(v.reason for v in seen.verdicts.values() if v.passed is None), *unembedded]
     for failure, label in _SHAPE_THEN_CONTENT:
         if failure is Failure.WRONG and unjudged:
-            return Label.DROP, reasons + unjudged, reply
+            return Label.DROP, reasons + unjudged
         failed = [why for e in case.expectations if failure in e.kind.judged_as
                   for why in e.failures_as(failure, answer, case)]
         if failed:
-            return label, reasons + failed, reply
-    return Label.RIGHT, reasons, reply
+            return label, reasons + failed
+    return Label.RIGHT, reasons
 
 
 def _call_names(reply: Reply) -> str:

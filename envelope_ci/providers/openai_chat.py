@@ -1,39 +1,31 @@
-"""OpenAI chat completions: the first provider, and the shape recorded envelopes use.
+"""OpenAI chat completions: the default provider, and the shape recordings that name no provider are in.
 
-Parsing is pure; request building and stream assembly for the live client live here too,
-so another wire format is one more module beside this one. Streams are reassembled from
+Parsing is pure; request building, auth, stop words, rate-limit headers and stream assembly
+for the live client live here too, so another wire format is one more module beside this one
+(``anthropic_messages``, ``openai_responses``). Streams are reassembled from
 what real servers send: ``data:`` lines, ``[DONE]``, a ``choices: []`` usage chunk (or
 Azure's prompt-filter chunk), and an ``error`` object inside a 200 stream.
 """
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..model import Case
-from .base import Provider, Reply
+from ..model import DEFAULT_PROVIDER, Case
+from .base import Provider, Reply, Stop, error_message, stream_event, token_count
 
-_TAGS = re.compile(r"<[^>]+>")
+__all__ = ["OPENAI_CHAT", "OpenAIChat", "StreamAssembler", "error_message", "error_payload", "read_reply"]
 
-
-def error_message(body: Any, limit: int = 300) -> str | None:
-    """The server's own words from any of the error shapes servers send."""
-    if isinstance(body, dict):
-        err = body.get("error", body if body.get("object") == "error" else None)
-        if isinstance(err, str):
-            return err[:limit]
-        if isinstance(err, dict):
-            parts = [str(err[k]) for k in ("message", "type", "code") if err.get(k) not in (None, "")]
-            return " | ".join(parts)[:limit] if parts else json.dumps(err)[:limit]
-        return None
-    if isinstance(body, str) and body.strip():
-        text = " ".join(_TAGS.sub(" ", body).split())
-        return text[:limit] or None
-    return None
+# finish_reason -> what it means to the grader; a word not here is judged by what was said.
+STOPS: Mapping[str, Stop] = MappingProxyType({
+    "stop": Stop.END, "tool_calls": Stop.END, "function_call": Stop.END, "length": Stop.LENGTH,
+    "content_filter": Stop.FILTERED})
+# The request fields an answer depends on; anything else (stream options, user) does not change it.
+ANSWER_FIELDS: tuple[str, ...] = ("model", "messages", "tools", "tool_choice", "response_format", "max_tokens",
+                                  "temperature", "seed", "stop")
 
 
 def read_reply(body: Mapping[str, Any]) -> Reply | None:
@@ -42,8 +34,7 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
     model = body.get("model")
     model_id = model if isinstance(model, str) and model else None
     usage = body.get("usage")
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    tokens = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
+    tokens = token_count(usage, "completion_tokens")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         return None
     choice = choices[0]
@@ -69,6 +60,7 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
         finish_reason=finish if isinstance(finish, str) else None,
         model_id=model_id,
         completion_tokens=tokens,
+        prompt_tokens=token_count(usage, "prompt_tokens"),
     )
 
 
@@ -96,12 +88,8 @@ class StreamAssembler:
         if data.strip() == "[DONE]":
             self.done = True
             return False
-        try:
-            chunk = json.loads(data)
-        except json.JSONDecodeError:
-            self.bad_lines += 1
-            return False
-        if not isinstance(chunk, dict):
+        chunk = stream_event(data)
+        if chunk is None:
             self.bad_lines += 1
             return False
         if chunk.get("error"):
@@ -187,11 +175,30 @@ def error_payload(text: str) -> str:
 class OpenAIChat:
     """``POST /chat/completions`` as a ``Provider``: the wire format most servers speak."""
 
-    name = "openai-chat"
-    path = "/chat/completions"
+    name = DEFAULT_PROVIDER
+    path = "/chat/completions"  # after the base URL, which names the version (``.../v1``)
+    stop_field = "finish_reason"
     sse_fields: Mapping[str, Callable[[str], str]] = MappingProxyType({"error": error_payload})
+    busy_statuses = frozenset({503})
+    answer_fields: tuple[str, ...] = ANSWER_FIELDS
     read_reply = staticmethod(read_reply)
     error_message = staticmethod(error_message)
+
+    def url(self, base_url: str) -> str:
+        """The base URL with the format's path after it."""
+        return base_url.rstrip("/") + self.path
+
+    def headers(self, api_key: str | None) -> dict[str, str]:
+        """``Authorization: Bearer KEY``, as every OpenAI-compatible server reads it."""
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def stop(self, finish_reason: str | None) -> Stop:
+        """``length`` is a cut, ``content_filter`` the policy answering; other words are ends or unknown."""
+        return STOPS.get(finish_reason or "", Stop.UNKNOWN)
+
+    def rate_limits(self, headers: Mapping[str, str]) -> Mapping[str, str]:
+        """OpenAI's ``x-ratelimit-*`` headers are the pacer's terms already."""
+        return headers
 
     def request_body(self, case: Case, model: str, temperature: float, stream: bool) -> dict[str, Any]:
         """Model, messages, temperature, then the case's own options; streaming asks for usage too."""

@@ -11,9 +11,10 @@ from ..analysis.cases import CaseResult, Judged
 from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
 from ..findings import Alert, PinBrief, PinsUpdate
-from ..model import Gate, Grade, Outcome, Pins
-from .model import REPORT_VERSION, BaseDiff, BaseDiffRow, CaseRow, Report, RunInfo
+from ..model import Case, Gate, Grade, Outcome, Pin, Pins
+from .model import REPORT_VERSION, BaseDiff, BaseDiffRow, CaseRow, ModelChange, Report, RunInfo
 from .next_steps import next_steps
+from .notes import latency_note
 
 PREVIEW_CHARS = 240
 
@@ -64,6 +65,8 @@ def case_row(r: CaseResult, gate: Gate) -> CaseRow:
         line=r.case.line,
         pin=r.pin,
         gate=gate,
+        level_ms=r.level_ms,
+        passes=r.passes,
     )
 
 
@@ -74,6 +77,24 @@ def _ttft_ms(grades: Sequence[Grade]) -> float | None:
         return None if only.ttft_ms is None or only.label.is_transport else round(only.ttft_ms, 3)
     ttfts = sorted(g.ttft_ms for g in grades if g.ttft_ms is not None and not g.label.is_transport)
     return round(ttfts[len(ttfts) // 2], 3) if ttfts else None
+
+
+def model_change(base: Pins | None, head: Pins | None) -> ModelChange | None:
+    """The model id of the base branch's pins and of this PR's, when they differ: a re-pin on another model is the
+    first thing a reviewer should see."""
+    if base is None or head is None or base.fingerprint is None or head.fingerprint is None:
+        return None
+    before, after = base.fingerprint.model_id, head.fingerprint.model_id
+    return None if before == after else ModelChange(scrub(before), scrub(after))
+
+
+def _fixture_change(base_pin: Pin | None, case: Case) -> str | None:
+    """What this PR did to a case, from the base branch's pin (its hash is the case as the base branch had it)."""
+    if base_pin is None:
+        return "added"
+    if base_pin.hash == case.digest:
+        return None
+    return "retimed" if base_pin.answer == case.untimed_digest else "modified"
 
 
 def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None,
@@ -88,9 +109,7 @@ def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins 
         seen.add(r.case.id)
         b = base.cases.get(r.case.id) if base else None
         h = head.cases.get(r.case.id) if head else None
-        # The base pin's case hash is the case as the base branch had it.
-        fixture = (None if base is None
-                   else ("added" if b is None else ("modified" if b.hash != r.case.digest else None)))
+        fixture = None if base is None else _fixture_change(b, r.case)
         rows.append(BaseDiffRow(
             id=r.case.id,
             base=pin_brief(b),
@@ -141,12 +160,13 @@ def _report(analysis: Analysis[Judged], run: RunInfo, notes: Sequence[str], base
         alerts=tuple(dict.fromkeys(a.code for a in analysis.alerts)),
         alert_details=tuple(Alert(a.code, a.stratum, scrub(a.message)) for a in analysis.alerts),
         blockers=scrub(analysis.blockers),
-        notes=scrub((*notes, *analysis.warnings)),
+        notes=scrub((*notes, *latency_note(analysis.latency), *analysis.warnings)),
         summary=analysis.summary,
         strata=analysis.strata,
         lanes=analysis.lanes,
         fixtures=analysis.fixtures,
         fingerprint=replace(analysis.fingerprint, model_id=scrub(analysis.fingerprint.model_id)),
+        latency=analysis.latency,
         regressions=tuple(by_outcome[Outcome.REGRESSION]),
         known_failures=tuple(by_outcome[Outcome.KNOWN_FAILURE]),
         improvements=tuple(by_outcome[Outcome.IMPROVEMENT]),

@@ -13,11 +13,12 @@ from typing import Any
 
 import msgspec
 
-from ..findings import Alert, FixtureChanges, LaneStats, PinBrief, PinsUpdate, StratumRow, Summary
+from ..findings import Alert, FixtureChanges, LaneStats, LatencyShift, PinBrief, PinsUpdate, StratumRow, Summary
 from ..model import Channel, Data, Fingerprint, Gate, Label, Outcome, Pin, Thresholds, Verdict
 
-# 2: every case row carries its ``gate``.
-REPORT_VERSION = 2
+# 2: every case row carries its ``gate``. 3: a stratum's ``passed`` counts a flaky case by its share of right
+# repeats (a number, no longer an integer); rows carry ``level_ms`` and ``passes``; ``latency`` is new.
+REPORT_VERSION = 3
 
 
 class PartialRun(Data, frozen=True):
@@ -43,6 +44,7 @@ class RunInfo(Data, frozen=True, omit_defaults=True):
     thresholds: Thresholds
     config_file: str | None
     partial: PartialRun | None = None  # absent on a run of the whole suite
+    allow_key_env: tuple[str, ...] = ()  # --allow-key-env: a live next step needs the same variables allowed
 
 
 class BaseDiffRow(Data, frozen=True):
@@ -56,14 +58,22 @@ class BaseDiffRow(Data, frozen=True):
     fixture: str | None  # added | removed | modified (by this PR), or None
 
 
+class ModelChange(Data, frozen=True):
+    """The model id the base branch's pins name and the one this PR's pins name, when they differ."""
+
+    base: str | None
+    head: str | None
+
+
 class BaseDiff(Data, frozen=True):
-    """The base branch's pins against this PR's: where they came from, the per-case diff, downgrades."""
+    """The base branch's pins against this PR's: where they came from, the per-case diff, downgrades, a new model."""
 
     source: str | None
     error: str | None
     present: bool
     diff: tuple[BaseDiffRow, ...] = ()
     downgraded: tuple[str, ...] = ()
+    model_change: ModelChange | None = None  # a PR that re-pins on another model says so at the top
 
 
 class NextStep(Data, frozen=True):
@@ -99,6 +109,8 @@ class CaseRow(Data, frozen=True):
     line: int | None
     pin: Pin | None
     gate: Gate
+    level_ms: float | None = None  # the level its time was judged at (docs/gate.md), when it had one of its own
+    passes: tuple[int, int] | None = None  # right repeats out of delivered ones
 
     @property
     def stratum_name(self) -> str:
@@ -144,6 +156,7 @@ class ShardInfo(Data, frozen=True):
     stale: Mapping[str, str]  # offline: case id -> how its recording's request differs from today's
     unverified: tuple[str, ...]  # offline: cases whose recordings do not say what they answered
     cases: Mapping[str, ShardCase]
+    level_ms: float | None = None  # a live shard's own latency level: its cases were judged against it
 
 
 class ConcurrencyChange(Data, frozen=True):
@@ -178,6 +191,7 @@ class Report(Data, frozen=True, kw_only=True, omit_defaults=True):
     lanes: LaneStats
     fixtures: FixtureChanges
     fingerprint: Fingerprint
+    latency: LatencyShift | None = None  # the run's latency level against the pins', when both have one
     regressions: tuple[str, ...]
     known_failures: tuple[str, ...]
     improvements: tuple[str, ...]

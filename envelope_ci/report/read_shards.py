@@ -13,7 +13,7 @@ import msgspec
 from msgspec.structs import fields, replace
 
 from ..analysis.analyse import RunShape
-from ..analysis.cases import lost_repeats_of
+from ..analysis.cases import lost_repeats_of, passes_of
 from ..errors import Problem, UsageError
 from ..findings import FixtureChanges
 from ..model import Channel, Fingerprint, Gate, Label, Lane, Outcome, Pin
@@ -39,6 +39,8 @@ class RowResult(NamedTuple):
     fingerprint: Fingerprint
     repeat_labels: tuple[Label, ...]
     delivered: bool  # not dropped or empty: asked several times of each case, so worked out once
+    level_ms: float | None
+    passes: tuple[int, int]
 
     @property
     def repeats(self) -> int:
@@ -285,7 +287,7 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
         results=results,
         rows=rows,
         row_gates=gates,
-        fingerprint=replace(first.info.fingerprint, model_id=",".join(model_ids) or None),
+        fingerprint=replace(first.info.fingerprint, model_id=",".join(model_ids) or None, judge=_judges(shards)),
         fixtures=first.report.fixtures,
         shape=RunShape(Lane(run.lane), run.endpoint_class, run.temperature, run.mode == "live", None,
                        {r.id: stale[r.id] for r in results if r.id in stale} if stale else {},
@@ -294,8 +296,22 @@ def _whole(shards: Sequence[_Shard]) -> Whole:
         pinned=first.info.pins_digest is not None,
         replayed=sum(s.info.replayed for s in shards),
         interrupted=tuple(dict.fromkeys(m for s in shards for m in s.info.interrupted)),
-        remarks=tuple(f"shard {s.info.index}/{s.info.count}: {m}" for s in shards for m in s.info.remarks),
+        remarks=tuple(f"shard {s.info.index}/{s.info.count}: {m}" for s in shards for m in (*s.info.remarks,
+                                                                                         *_level_remark(s.info))),
     )
+
+
+def _judges(shards: Sequence[_Shard]) -> str | None:
+    """Every judge that graded a case in any shard: the whole run's fingerprint names them, as one run's does."""
+    found = {j for s in shards if s.report.fingerprint.judge for j in s.report.fingerprint.judge.split(",")}
+    return ",".join(sorted(found)) or None
+
+
+def _level_remark(info: ShardInfo) -> tuple[str, ...]:
+    """A live shard's latency level: its cases' times were judged against it, not against the other shards'."""
+    if info.level_ms is None:
+        return ()
+    return (f"latency level {info.level_ms:.0f} ms (this shard's cases were judged against it)",)
 
 
 def _base(shards: Sequence[_Shard]) -> BaseDiff | None:
@@ -327,7 +343,8 @@ def _placing(declared: Fingerprint) -> Callable[[CaseRow, _Places], _Placed]:
     def fingerprint(model_id: str | None, temperature: float | None) -> Fingerprint:
         built = fingerprints[(model_id, temperature)] = Fingerprint(
             declared.lane, declared.endpoint_class, model_id,
-            declared.temperature if temperature is None else temperature, declared.grader_version)
+            declared.temperature if temperature is None else temperature, declared.grader_version,
+            provider=declared.provider)
         return built
 
     def place(row: CaseRow, places: _Places) -> _Placed:
@@ -335,7 +352,8 @@ def _placing(declared: Fingerprint) -> Callable[[CaseRow, _Places], _Placed]:
         temperature = places.temperatures.get(case_id)
         result = made((*_JUDGED_OF_ROW(row),
                        fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
-                       places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport))
+                       places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport, row.level_ms,
+                       row.passes or passes_of((label,))))
         return row, result, row.gate
 
     return place

@@ -51,7 +51,7 @@ def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis[CaseRe
         fixtures_hash=analysis.fixtures.hash,
         pins_digest=pins_digest(seen.pins),
         base_pins_digest=pins_digest(seen.base_pins),
-        fingerprint=replace(run_fp, model_id=None),
+        fingerprint=replace(run_fp, model_id=None, judge=None),  # as configured: the responses say the rest
         suite_cases=len(suite),
         model_ids=scrub(tuple(sorted({g.model_id for gs in grades.values() for g in gs if g.model_id}))),
         replayed=seen.replayed,
@@ -60,4 +60,5 @@ def shard_info(spec: ShardSpec, suite: Sequence[Case], analysis: Analysis[CaseRe
         stale=dict(seen.stale),
         unverified=seen.unverified,
         cases=cases,
+        level_ms=analysis.level_ms,
     )

@@ -9,6 +9,7 @@ import copy
 import difflib
 import json
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -18,14 +19,15 @@ from ..canonical import LONE_SURROGATE, digest
 from ..errors import Problem, UsageError
 from ..formats.escape import invisible_in, reveal
 from ..grading.assertions.base import AssertionType, Expectation
-from ..grading.assertions.registry import lookup, schema_fragments, shorthands
+from ..grading.assertions.registry import NEGATION_PREFIX, lookup, schema_fragments, shorthands
 from ..model import STRATA, Case
 from .files import CASE_SUFFIXES, case_files
 from .parse import RawCase, parse_file
 from .recordings import envelope_problem
 from .refs import FileRefs
 from .sidecars import attach_recorded
-from .templates import FILE_KEYS, render
+from .templates import FILE_KEYS, Matrices, render
+from .untimed import answer_digest
 from .validate import FileSchema
 
 if TYPE_CHECKING:
@@ -53,23 +55,133 @@ def case_schema() -> dict[str, Any]:
 CASE_SCHEMA = FileSchema(case_schema)
 
 
+def _pointer(key: str) -> str:
+    """A key as one step of a JSON pointer (RFC 6901): a plug-in's shorthand key may hold ``/`` or ``~``."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+@lru_cache(maxsize=1)
+def fixture_schema() -> dict[str, Any]:
+    """A whole fixture file, in every form ``parse.py`` reads (one case, a list, ``{cases}``, ``{defaults, cases}``):
+    what ``envelope-ci schema`` gives editors, so that they accept every file ``init`` writes."""
+    case = {k: v for k, v in case_schema().items() if k not in ("$schema", "$id", "$defs")}
+    keys = {name: {"$ref": f"#/$defs/case/properties/{_pointer(name)}"} for name in case["properties"]}
+    # In {defaults, cases} a case may take its prompt from the defaults; the defaults give any key but the id.
+    partial = {"type": "object", "additionalProperties": False, "required": ["id"], "properties": keys,
+               "not": case["not"]}
+    defaults = {"type": "object", "additionalProperties": False, "not": case["not"],
+                "properties": {k: v for k, v in keys.items() if k != "id"}}
+    return {
+        "$schema": case_schema()["$schema"],
+        "$id": "https://github.com/envelope-ci/envelope-ci/fixture.schema.json",
+        "title": "envelope-ci fixture file",
+        "description": "A fixture file: one case, a list of cases, {cases: [...]}, or {defaults: {...}, cases: [...]} "
+                       "(defaults: any case key but id, applied to every case of the file). JSONL: a case per line.",
+        "anyOf": [
+            {"$ref": "#/$defs/case"},
+            {"type": "array", "items": {"$ref": "#/$defs/case"}},
+            {"type": "object", "additionalProperties": False, "required": ["cases"],
+             "properties": {"cases": {"type": "array", "items": {"$ref": "#/$defs/case"}}}},
+            {"type": "object", "additionalProperties": False, "required": ["defaults", "cases"],
+             "properties": {"defaults": {"$ref": "#/$defs/defaults"},
+                            "cases": {"type": "array", "items": {"$ref": "#/$defs/partial_case"}}}},
+        ],
+        "$defs": {"case": case, "partial_case": partial, "defaults": defaults, **case_schema()["$defs"]},
+    }
+
+
 def _field_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
 
 
+def _unknown_keys(error: jsonschema.ValidationError) -> list[tuple[str, str | None]]:
+    """Each key an ``additionalProperties`` error found unexpected (shown safely), and the known key it is most like."""
+    known = [str(k) for k in error.schema.get("properties", {})]
+    keys = (LONE_SURROGATE.sub("\ufffd", str(k)) for k in error.instance)
+    return [(key, next(iter(difflib.get_close_matches(key, known, n=1)), None)) for key in keys if key not in known]
+
+
 def unknown_key_problems(raw: RawCase, error: jsonschema.ValidationError) -> list[Problem]:
     """One problem per unexpected key, on the key's own line, with a did-you-mean."""
-    known = [str(k) for k in error.schema.get("properties", {})]
     path = [str(p) for p in error.absolute_path]
     out = []
-    for key in (LONE_SURROGATE.sub("\ufffd", str(k)) for k in error.instance):
-        if key in known:
-            continue
-        guess = difflib.get_close_matches(key, known, n=1)
-        hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+    for key, guess in _unknown_keys(error):
+        hint = f" (did you mean {guess!r}?)" if guess else ""
         where = ".".join(path + [key])
         out.append(Problem(raw.file, raw.line_of(where), where, f"unknown key{hint}"))
     return out
+
+
+def enum_message(error: jsonschema.ValidationError) -> str:
+    """A value that is none of the choices, with a did-you-mean; an assertion type is named as one, not listed in
+    full."""
+    value, choices = error.instance, [c for c in error.validator_value if isinstance(c, str)]
+    if not isinstance(value, str):
+        return error.message
+    guess = difflib.get_close_matches(value, choices, n=1)
+    hint = f" (did you mean {guess[0]!r}?)" if guess else ""
+    path = list(error.absolute_path)
+    if len(path) != 3 or path[0] != "assert" or path[2] != "type":
+        return error.message + hint
+    if value.startswith(NEGATION_PREFIX) and value[len(NEGATION_PREFIX):] in choices:
+        return f"{value!r} is not one of the assertion types: {value[len(NEGATION_PREFIX):]!r} has no not- form"
+    return f"{value!r} is not one of the assertion types" + (hint or f": {', '.join(choices)}")
+
+
+def _explained(error: jsonschema.ValidationError, guessed: Mapping[tuple[str, ...], set[str]]) -> bool:
+    """Whether a missing key is the one an unknown key beside it was a typo for (``tpye`` for ``type``): said once."""
+    near = guessed.get(tuple(map(str, error.absolute_path)), set())
+    if not near:
+        return False
+    if error.validator == "required" and isinstance(error.instance, dict):
+        return {k for k in error.validator_value if k not in error.instance} <= near
+    # the case's own anyOf: a prompt, a prompt_file or messages
+    return error.validator == "anyOf" and not error.absolute_path and any(
+        set(branch.get("required", ())) <= near for branch in error.validator_value)
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    """What a schema error means, in the words of the fixture format."""
+    path = list(error.absolute_path)
+    if error.validator == "pattern" and path == ["id"]:
+        return f"{error.instance!r} has whitespace: ids are single words (use - or _)"
+    if error.validator == "pattern" and path == ["vars"]:
+        return f"{error.instance!r} is not a variable name: letters, digits and _, not starting with a digit"
+    if error.validator == "minItems" and len(path) == 2 and path[0] == "vars":
+        return "an empty list: a matrix makes one case per value, so this one would make none"
+    if error.validator == "type" and len(path) == 2 and path[0] == "vars":
+        return (f"{error.instance!r} is not a variable's value: a string, number or boolean, a list of them (a matrix: "
+                "one case per value), or {value: [...]} (a list sent as a list)")
+    if error.validator == "anyOf" and not path:
+        return "a case needs a 'prompt' or 'messages'"
+    if error.validator == "not" and not path:
+        return "give either 'completion' or 'recorded', not both"
+    if error.validator == "enum":
+        return enum_message(error)
+    return error.message
+
+
+def _schema_problems(raw: RawCase) -> list[Problem]:
+    """The case against the case schema, one problem per mistake: a mistyped key is named with what it was meant to
+    be, not also as that key missing (nor as every assertion type's demands on an entry without a type)."""
+    errors = CASE_SCHEMA.errors(raw.data)
+    if not errors:
+        return []
+    import jsonschema.exceptions  # only to word a problem: the fast check found one
+
+    # the likeliest branch's own complaint; `recorded` is worded by its own validator
+    errors = [jsonschema.exceptions.best_match([e]) if e.validator in ("oneOf", "anyOf") and e.absolute_path else e
+              for e in errors if not (e.absolute_path and e.absolute_path[0] == "recorded")]
+    unknown = [e for e in errors if e.validator == "additionalProperties" and isinstance(e.instance, dict)]
+    guessed = {tuple(map(str, e.absolute_path)): {g for _, g in _unknown_keys(e) if g} for e in unknown}
+    problems = []
+    for error in errors:
+        if any(error is e for e in unknown):
+            problems += unknown_key_problems(raw, error)
+        elif not _explained(error, guessed):
+            field_name = _field_path(error)
+            problems.append(Problem(raw.file, raw.line_of(field_name), field_name or None, _message(error)))
+    return problems
 
 
 _SURROGATE_WHY = "text holds a lone UTF-16 surrogate escape (e.g. \\ud800), which is not valid Unicode"
@@ -131,28 +243,7 @@ def _validated(raw: RawCase) -> tuple[list[Problem], list[tuple[str, Written]] |
     recorded_problem = envelope_problem(raw.data["recorded"]) if "recorded" in raw.data else None
     if recorded_problem is not None:  # the envelope's own validator words it better than a failed oneOf
         problems.append(Problem(raw.file, raw.line_of("recorded"), recorded_problem[0], recorded_problem[1]))
-    errors = CASE_SCHEMA.errors(raw.data)
-    if errors:
-        import jsonschema.exceptions  # only to word a problem: the fast check found one
-    for error in errors:
-        if error.absolute_path and error.absolute_path[0] == "recorded":
-            continue
-        if error.validator in ("oneOf", "anyOf") and error.absolute_path:
-            error = jsonschema.exceptions.best_match([error])  # the likeliest branch's own complaint
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            problems += unknown_key_problems(raw, error)
-            continue
-        field_name = _field_path(error)
-        message = error.message
-        if error.validator == "pattern" and list(error.absolute_path) == ["id"]:
-            message = f"{error.instance!r} has whitespace: ids are single words (use - or _)"
-        elif error.validator == "pattern" and list(error.absolute_path) == ["vars"]:
-            message = f"{error.instance!r} is not a variable name: letters, digits and _, not starting with a digit"
-        elif error.validator == "anyOf" and not error.absolute_path:
-            message = "a case needs a 'prompt' or 'messages'"
-        elif error.validator == "not" and not error.absolute_path:
-            message = "give either 'completion' or 'recorded', not both"
-        problems.append(Problem(raw.file, raw.line_of(field_name), field_name or None, message))
+    problems += _schema_problems(raw)
     case_id = raw.data.get("id")
     hidden = invisible_in(case_id) if isinstance(case_id, str) else []
     if hidden:  # two ids that differ by a zero-width space read the same in every report
@@ -232,7 +323,7 @@ def _named_files(raw: RawCase, refs: FileRefs, written: list[tuple[str, Written]
 
 def _messages(raw: RawCase, refs: FileRefs) -> tuple[dict[str, Any], ...]:
     """What the case sends, prompt files read and ``{{ name }}`` filled; every template problem on its line."""
-    messages, found = render(raw.data, refs, raw.default_vars)
+    messages, found = render(raw.data, refs, raw.default_vars, raw.written_id)
     if found:
         raise UsageError([Problem(raw.file, raw.line_of(where), where, message) for where, message in found])
     return messages
@@ -278,6 +369,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         case_digest = digest(data)
     messages = _messages(raw, refs)
     recorded = data.get("recorded")
+    untimed = answer_digest(data, files)
     if isinstance(recorded, dict):
         recorded = [recorded]
     return Case(
@@ -295,6 +387,7 @@ def build_case(raw: RawCase, case_digest: str | None = None, refs: FileRefs | No
         files=files,
         tags=tuple(data.get("tags", ())),
         sources={role: data[key] for role, key in (("system", "system_file"), ("user", "prompt_file")) if key in data},
+        answer_digest=untimed,
     )
 
 
@@ -324,10 +417,11 @@ def raw_cases(root: Path, exclude: set[Path], shown_root: str | None = None) -> 
     """
     problems: list[Problem] = []
     taken: list[RawCase] = []
+    matrices = Matrices()  # a vars matrix is one case per combination from here on: sidecars and pins name each
     for path in case_files(root, exclude):
         shown = (Path(shown_root) / path.relative_to(root)).as_posix() if shown_root else path.as_posix()
         try:
-            taken += attach_recorded(parse_file(path, shown), path, shown)
+            taken += attach_recorded(matrices.expand(parse_file(path, shown)), path, shown)
         except UsageError as exc:
             problems += exc.problems
     return taken, problems

@@ -1,5 +1,5 @@
-"""Named endpoints of ``envelope-ci.yaml`` (the llm-rubric judges): validated, overridden from the CLI, keys from the
-environment.
+"""Named endpoints of ``envelope-ci.yaml`` (the llm-rubric judges, and ``embeddings`` for ``similar``): validated,
+overridden from the CLI, keys from the environment.
 
 The settings file is pull-request content, so it never chooses where a secret goes: on a live
 run an endpoint it names is called only at a host the operator allowed, with a key only from a
@@ -14,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Problem, UsageError
-from ..model import Case
+from ..model import DEFAULT_PROVIDER, Case
+from ..providers.registry import is_provider, unknown_provider
 from ..urls import origin, shown_host, url_problem
 
 # The operator's key for the --base-url host: it goes to that origin and nowhere else.
 BASE_KEY_ENV = "EVAL_API_KEY"
+# The endpoint ``similar`` asks for embeddings (OpenAI's /v1/embeddings shape); its ``temperature`` is not used.
+EMBEDDINGS = "embeddings"
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 _NAME = "^[A-Za-z_][A-Za-z0-9_-]*$"
@@ -35,6 +38,8 @@ ENDPOINTS_SCHEMA = {
             # The name of an environment variable: a key written into a committed file is a leaked key.
             "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            # The wire format (providers.registry): how the key is sent, never where (SECURITY.md).
+            "provider": {"type": "string", "minLength": 1},
         },
     },
 }
@@ -50,11 +55,13 @@ class Endpoint:
     api_key_env: str | None = None
     temperature: float = 0.0
     given: bool = False  # the operator gave its URL (--endpoint NAME=URL, the Action's endpoints input)
+    provider: str = DEFAULT_PROVIDER  # its wire format: a judge may speak another than the run's
 
 
 def endpoints_from(data: Mapping[str, Mapping[str, Any]]) -> dict[str, Endpoint]:
     """The validated ``endpoints`` mapping as Endpoints."""
-    return {name: Endpoint(name, e["base_url"], e["model"], e.get("api_key_env"), float(e.get("temperature", 0.0)))
+    return {name: Endpoint(name, e["base_url"], e["model"], e.get("api_key_env"), float(e.get("temperature", 0.0)),
+                           provider=e.get("provider", DEFAULT_PROVIDER))
             for name, e in data.items()}
 
 
@@ -99,23 +106,38 @@ def checked_endpoints(endpoints: Mapping[str, Endpoint], overrides: Sequence[tup
     otherwise, offline too."""
     shown = path.as_posix() if path else "envelope-ci.yaml (none found)"
     out = with_overrides(endpoints, overrides, shown)
-    unknown = unknown_endpoints(cases, out, shown)
+    unknown = unknown_endpoints(cases, out, shown) + [
+        Problem(shown, None, f"endpoints.{e.name}.provider", unknown_provider(e.provider, "provider"))
+        for e in out.values() if not is_provider(e.provider)]
     if unknown:
         raise UsageError(unknown)
     return out
 
 
 def unknown_endpoints(cases: Sequence[Case], endpoints: Mapping[str, Endpoint], shown: str) -> list[Problem]:
-    """An llm-rubric naming an endpoint the config does not define, on the case's line: found offline as well as
-    live."""
-    return [Problem(case.file, case.line, "assert",
-                    f"llm-rubric endpoint {name!r} is not defined under 'endpoints' in {shown}")
-            for case in cases for name in sorted(case_endpoints(case)) if name not in endpoints]
+    """An llm-rubric naming an endpoint the config does not define, or a ``similar`` without ``embeddings``, on the
+    case's line: found offline as well as live."""
+    found = [Problem(case.file, case.line, "assert", f"{kind} endpoint {name!r} is not defined under 'endpoints' in "
+                     f"{shown}" + (" (an OpenAI-compatible /v1/embeddings endpoint)" if kind == "similar" else ""))
+             for case in cases for kind, name in sorted(_named(case)) if name not in endpoints]
+    embeddings = endpoints.get(EMBEDDINGS)
+    if embeddings is not None and embeddings.provider != DEFAULT_PROVIDER and any(
+            kind == "similar" for case in cases for kind, _ in _named(case)):
+        found.append(Problem(shown, None, f"endpoints.{EMBEDDINGS}.provider", (
+            f"{embeddings.provider!r}: similar's embeddings are asked in OpenAI's /v1/embeddings shape only "
+            f"(leave provider out, or {DEFAULT_PROVIDER!r})")))
+    return found
 
 
 def case_endpoints(case: Case) -> set[str]:
-    """The endpoints a case's llm-rubric assertions name."""
-    return {e.value.endpoint for e in case.expectations if e.kind.name == "llm-rubric"}
+    """The endpoints a case's llm-rubric and ``similar`` assertions call."""
+    return {name for _, name in _named(case)}
+
+
+def _named(case: Case) -> set[tuple[str, str]]:
+    """(assertion type, endpoint name) of each assertion of the case that calls an endpoint."""
+    return {(e.kind.name, e.value.endpoint if e.kind.name == "llm-rubric" else EMBEDDINGS)
+            for e in case.expectations if e.kind.name in ("llm-rubric", "similar")}
 
 
 def api_key(endpoint: Endpoint, environ: Mapping[str, str], shown: str) -> str | None:

@@ -80,6 +80,12 @@ def suite_digests(root: Path, exclude: set[Path], cases: Iterable[Case]) -> dict
     return dict(sorted(digests.items()))
 
 
+def is_read(name: str) -> bool:
+    """Whether a (not hidden) file of this name in the fixtures directory is read: for cases, or as a case file's
+    recorded envelopes."""
+    return Path(name).suffix in CASE_SUFFIXES and name not in (*CONFIG_NAMES, PINS_NAME)
+
+
 def case_files(root: Path, exclude: set[Path]) -> list[Path]:
     """The files that hold cases: data files that are not a pins file, the config or a recorded sidecar.
 
@@ -88,8 +94,7 @@ def case_files(root: Path, exclude: set[Path]) -> list[Path]:
     is gone is an error, not silently ignored recordings.
     """
     files = fixture_files(root, exclude)
-    cases = [p for p in files if p.suffix in CASE_SUFFIXES and p.name not in (*CONFIG_NAMES, PINS_NAME)
-             and not p.name.endswith(RECORDED_SUFFIX)]
+    cases = [p for p in files if is_read(p.name) and not p.name.endswith(RECORDED_SUFFIX)]
     orphans = [p for p in files
                if p.name.endswith(RECORDED_SUFFIX) and p.with_name(p.name[: -len(RECORDED_SUFFIX)]) not in cases]
     if orphans:

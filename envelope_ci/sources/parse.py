@@ -35,7 +35,7 @@ class RawCase(Data, frozen=True):
     """A case as found in a file (its file's defaults applied), before validation.
 
     ``key_lines`` holds the line of each top-level key, and of ``assert.N`` and ``vars.NAME``
-    when defaults were merged into them, so a problem in the defaults points at the defaults.
+    (in YAML, or when defaults were merged into them), so a problem in the defaults points at the defaults.
     """
 
     data: Any
@@ -45,6 +45,7 @@ class RawCase(Data, frozen=True):
     default_vars: frozenset[str] = frozenset()  # vars taken from the file's defaults: they may go unused
     # The JSON parser vouches that the data is plain JSON (``not_json`` has nothing to find): see ``_vouched``.
     plain: bool = False
+    written_id: str | None = None  # the id as written, when a vars matrix made this case's (``templates.Matrices``)
 
     def line_of(self, where: str | None) -> int | None:
         """The line of a dotted field: that of its longest prefix with a known line, else the case's."""
@@ -306,6 +307,38 @@ def _entry_lines(key: str, entries: Iterable[Any], inherited: Container[Any], de
     return {k: line for k, line in found.items() if line is not None}
 
 
+def _entries_of(lines: Mapping[str, int], key: str, shift: int = 0) -> dict[str, int]:
+    """The lines under ``key.N`` (``assert.0``, ``assert.0.type``), renumbered ``key.(N + shift)``."""
+    out = {}
+    for where, line in lines.items():
+        head, _, rest = where.partition(".")
+        index, dot, tail = rest.partition(".")
+        if head == key and index.isdigit():
+            out[f"{key}.{int(index) + shift}{dot}{tail}"] = line
+    return out
+
+
+def _assert_lines(data: Any, lines: Mapping[int, tuple[int, dict[str, int]]]) -> dict[str, int]:
+    """The line of each ``assert`` entry and of each of its keys, so a problem with one points at it, not at
+    ``assert:``."""
+    entries = data.get("assert") if isinstance(data, dict) else None
+    found: dict[str, int] = {}
+    for index, entry in enumerate(entries if isinstance(entries, list) else ()):
+        if isinstance(entry, dict) and id(entry) in lines:
+            start, keys = lines[id(entry)]
+            found[f"assert.{index}"] = start
+            found.update({f"assert.{index}.{key}": line for key, line in keys.items()})
+    return found
+
+
+def _var_lines(data: Any, lines: Mapping[int, tuple[int, dict[str, int]]]) -> dict[str, int]:
+    """The line of each var of a YAML case or defaults, so a problem with one (a matrix's list) points at it."""
+    found = data.get("vars") if isinstance(data, dict) else None
+    if not isinstance(found, dict) or id(found) not in lines:
+        return {}
+    return {f"vars.{name}": line for name, line in lines[id(found)][1].items()}
+
+
 def apply_defaults(raw: RawCase, defaults: Mapping[str, Any], lines: Mapping[str, int]) -> RawCase:
     """The case over its file's defaults: its own keys win, except that ``assert`` lists
     concatenate (defaults first) and ``vars`` merge name by name."""
@@ -314,20 +347,28 @@ def apply_defaults(raw: RawCase, defaults: Mapping[str, Any], lines: Mapping[str
         return raw
     replaced = {key for k in own for key in _REPLACES.get(k, ())}
     data = {k: v for k, v in defaults.items() if k not in own and k not in replaced}
-    key_lines = {**{k: lines[k] for k in data}, **raw.key_lines}
+    given = {k: line for k, line in lines.items() if k in data or k.partition(".")[0] in data}
+    key_lines = {**given, **raw.key_lines}
     default_vars = set(data.get("vars", {})) if isinstance(data.get("vars"), dict) else set()
     data.update(own)
     base, mine = defaults.get("assert"), own.get("assert")
     if isinstance(base, list) and isinstance(mine, list):
         data["assert"] = base + mine
+        key_lines = {k: line for k, line in key_lines.items() if not k.startswith("assert.")}
         key_lines.update(_entry_lines("assert", range(len(data["assert"])), range(len(base)), lines["assert"],
                                       raw.key_lines.get("assert", raw.line)))
+        # each entry's own line where the file tells it (YAML): the case's entries come after the defaults'
+        key_lines.update({**_entries_of(lines, "assert"), **_entries_of(raw.key_lines, "assert", len(base))})
     base, mine = defaults.get("vars"), own.get("vars")
     if isinstance(base, dict) and isinstance(mine, dict):
         data["vars"] = {**base, **mine}
         default_vars = set(base) - set(mine)
         key_lines.update(_entry_lines("vars", data["vars"], default_vars, lines["vars"],
                                       raw.key_lines.get("vars", raw.line)))
+        for name in data["vars"]:  # each var's own line where the file tells it (YAML): the defaults' for theirs
+            line = (lines if name in default_vars else raw.key_lines).get(f"vars.{name}")
+            if line is not None:
+                key_lines[f"vars.{name}"] = line
     # the defaults are from the same text
     return RawCase(data, raw.file, raw.line, key_lines, frozenset(default_vars), raw.plain)
 
@@ -383,9 +424,11 @@ def parse_yaml(text: str, shown: str) -> list[RawCase]:
     out = []
     for item in items:
         line, keys = lines.get(id(item), (None, {}))
-        out.append(RawCase(item, shown, line, keys))
+        entries = {**_assert_lines(item, lines), **_var_lines(item, lines)}
+        out.append(RawCase(item, shown, line, {**keys, **entries} if entries else keys))
     start, keys = lines.get(id(defaults), (1, {}))
-    return with_defaults(out, defaults, {k: keys.get(k, start) for k in defaults}, shown)
+    return with_defaults(out, defaults, {**{k: keys.get(k, start) for k in defaults}, **_assert_lines(defaults, lines),
+                                         **_var_lines(defaults, lines)}, shown)
 
 
 def json_problem(shown: str, exc: json.JSONDecodeError, line_offset: int = 0) -> Problem:

@@ -51,6 +51,11 @@ PINS_SCHEMA: dict[str, Any] = {
                     "ms": {"type": ["number", "null"], "minimum": 0},
                     "ms_p95": {"type": ["number", "null"], "minimum": 0},
                     "fingerprint": _FINGERPRINT_SCHEMA,
+                    "level_ms": {"type": "number", "exclusiveMinimum": 0},
+                    "answer": {"type": "string"},
+                    "passes": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 0},
+                                                                {"type": "integer", "minimum": 1}],
+                               "minItems": 2, "maxItems": 2},
                 },
             },
         },
@@ -73,7 +78,24 @@ def pin_from_dict(data: Mapping[str, Any]) -> Pin:
         ms=data.get("ms"),
         ms_p95=data.get("ms_p95"),
         fingerprint=Fingerprint.from_dict(fp) if isinstance(fp, dict) else None,
+        level_ms=data.get("level_ms"),
+        passes=_passes(data.get("passes")),
+        answer=data.get("answer"),
     )
+
+
+def _passes(value: Any) -> tuple[int, int] | None:
+    """A pin's right repeats out of delivered ones (checked by ``parse_pins``), or None when it does not say."""
+    return None if value is None else (int(value[0]), int(value[1]))
+
+
+def _count_problems(data: Mapping[str, Any], text: str, shown: str) -> list[Problem]:
+    """Pins that claim more right repeats than repeats: a count the schema's types cannot refuse."""
+    return [Problem(shown, _case_line(text, ["cases", cid]), f"cases.{cid}.passes",
+                    f"{p['passes'][0]} right out of {p['passes'][1]} repeats: more right than repeats")
+            for cid, p in data["cases"].items()
+            if isinstance(p, dict) and isinstance(p.get("passes"), list) and len(p["passes"]) == 2
+            and p["passes"][0] > p["passes"][1]]
 
 
 def unknown_keys(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -111,6 +133,7 @@ def parse_pins(text: str, shown: str) -> Pins:
     for error in _PINS.errors(data):
         path = [str(p) for p in error.absolute_path]
         problems.append(Problem(shown, _case_line(text, path), ".".join(path) or None, error.message))
+    problems = problems or _count_problems(data, text, shown)
     if problems:
         raise UsageError(problems)
     fp = data.get("fingerprint")

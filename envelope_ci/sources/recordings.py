@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
+from .. import atomic
 from ..errors import Problem, UsageError
-from ..model import Case, Data, Envelope
+from ..model import DEFAULT_PROVIDER, Case, Data, Envelope
 from .files import read_text
 from .parse import NotJSON, json_problem, loads_strict, numbered_lines, too_deep
 from .validate import FileSchema
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
     """A recorded envelope (fixture ``recorded`` or a recordings line) as plain data."""
     judgements = data.get("judgements")
+    embeddings = data.get("embeddings")
     return Envelope(
         http_status=data.get("http_status"),
         elapsed_ms=data.get("elapsed_ms"),
@@ -41,7 +43,10 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         stream_complete=data.get("stream_complete"),
         notes=tuple(data.get("notes") or ()),
         request=request_of(data),
+        level_ms=data.get("level_ms"),
         judgements={rubric: envelope_from_raw(j) for rubric, j in judgements.items()} if judgements else {},
+        embeddings={text: envelope_from_raw(e) for text, e in embeddings.items()} if embeddings else {},
+        provider=str(data.get("provider") or DEFAULT_PROVIDER),  # older recordings name none: openai-chat's
     )
 
 
@@ -98,11 +103,13 @@ def envelope_problem(recorded: Any) -> tuple[str, str] | None:
 
 
 def _judgement_problem(prefix: str, env: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The first problem with the judge envelopes an envelope carries: each is an envelope like any other."""
-    for rubric, judged in (env.get("judgements") or {}).items():
-        found = envelope_problem(judged)
-        if found is not None:
-            return f"{prefix}.judgements[{rubric[:40]!r}]{found[0].removeprefix('recorded')}", found[1]
+    """The first problem with the judge and embeddings envelopes an envelope carries: each is an envelope like any
+    other."""
+    for key in ("judgements", "embeddings"):
+        for said, judged in (env.get(key) or {}).items():
+            found = envelope_problem(judged)
+            if found is not None:
+                return f"{prefix}.{key}[{said[:40]!r}]{found[0].removeprefix('recorded')}", found[1]
     return None
 
 
@@ -150,18 +157,26 @@ class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
     notes: tuple[str, ...] = ()
     request: dict[str, Any] | None = None
     judgements: dict[str, _Recorded] = {}
+    embeddings: dict[str, _Recorded] = {}
+    level_ms: _Ms = None
+    provider: Annotated[str, msgspec.Meta(min_length=1)] = DEFAULT_PROVIDER
 
     def envelope(self) -> Envelope | None:
         """The envelope it records, or None when it gives both or neither of ``http_status`` and ``error`` (the
         schema's oneOf)."""
         judged = {rubric: j.envelope() for rubric, j in self.judgements.items()}
-        if (self.http_status is msgspec.UNSET) == (self.error is msgspec.UNSET) or None in judged.values():
+        embedded = {text: e.envelope() for text, e in self.embeddings.items()}
+        if ((self.http_status is msgspec.UNSET) == (self.error is msgspec.UNSET) or None in judged.values()
+                or None in embedded.values()):
             return None
         return Envelope(http_status=None if self.http_status is msgspec.UNSET else self.http_status,
                         elapsed_ms=self.elapsed_ms, ttft_ms=self.ttft_ms, headers=self.headers, body=self.body,
                         error=None if self.error is msgspec.UNSET else self.error, attempts=self.attempts,
                         stream_complete=self.stream_complete, notes=self.notes, request=self.request,
-                        judgements={rubric: j for rubric, j in judged.items() if j is not None})
+                        level_ms=self.level_ms,
+                        judgements={rubric: j for rubric, j in judged.items() if j is not None},
+                        embeddings={text: e for text, e in embedded.items() if e is not None},
+                        provider=self.provider)
 
 
 class _Line(Data, frozen=True):
@@ -231,32 +246,58 @@ def envelope_to_raw(env: Envelope) -> dict[str, Any]:
         out: dict[str, Any] = {"error": env.error}
     else:
         out = {"http_status": env.http_status, "headers": dict(env.headers), "body": env.body}
-    for key in ("elapsed_ms", "ttft_ms", "stream_complete"):
+    for key in ("elapsed_ms", "ttft_ms", "stream_complete", "level_ms"):
         value = getattr(env, key)
         if value is not None:
             out[key] = value
     out["attempts"] = env.attempts
+    out["provider"] = env.provider
     if env.notes:
         out["notes"] = list(env.notes)
     if env.request is not None:
         out["request"] = dict(env.request)
     if env.judgements:
         out["judgements"] = {rubric: envelope_to_raw(j) for rubric, j in env.judgements.items()}
+    if env.embeddings:
+        out["embeddings"] = {text: envelope_to_raw(e) for text, e in env.embeddings.items()}
     return out
+
+
+# Response body keys that differ on every call and that no rule reads: a re-record must not show them as changes.
+_PER_CALL_BODY_KEYS = ("id", "created")
+
+
+def as_recorded(env: Envelope, keep_headers: Collection[str] = ()) -> Envelope:
+    """What a recording keeps of an envelope: what grading and the staleness check read, not what each call varies.
+
+    Response headers go (``record_headers`` in envelope-ci.yaml names any to keep), but a
+    redirect's ``Location``, which its label's reason names; so do the body's ``id`` and
+    ``created``. A judge's envelopes are kept the same way.
+    """
+    kept = {k.lower() for k in keep_headers} | ({"location"} if env.http_status and 300 <= env.http_status < 400
+                                                 else set())
+    body = env.body
+    if isinstance(body, dict) and any(k in body for k in _PER_CALL_BODY_KEYS):
+        body = {k: v for k, v in body.items() if k not in _PER_CALL_BODY_KEYS}
+    return msgspec.structs.replace(
+        env, headers={k: v for k, v in env.headers.items() if k.lower() in kept}, body=body,
+        judgements={rubric: as_recorded(j, keep_headers) for rubric, j in env.judgements.items()},
+        embeddings={text: as_recorded(e, keep_headers) for text, e in env.embeddings.items()})
 
 
 class RecordingWriter:
     """Appends and flushes one line per finished envelope; safe across worker threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_headers: Collection[str] = ()) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("w", encoding="utf-8")
         self._lock = threading.Lock()
+        self._keep_headers = tuple(keep_headers)
 
     def write(self, case_id: str, env: Envelope, attempt_log: Sequence[dict[str, Any]] = ()) -> None:
         # ASCII escapes: a server's lone surrogate ("\\ud800") round-trips instead of failing to encode as UTF-8.
-        line = json.dumps({"id": case_id, "recorded": envelope_to_raw(env), "attempt_log": list(attempt_log)},
-                          ensure_ascii=True)
+        recorded = envelope_to_raw(as_recorded(env, self._keep_headers))
+        line = json.dumps({"id": case_id, "recorded": recorded, "attempt_log": list(attempt_log)}, ensure_ascii=True)
         with self._lock:
             if self._fh.closed:  # a call that outlived an interrupted run: the report has moved on
                 return
@@ -266,6 +307,20 @@ class RecordingWriter:
     def close(self) -> None:
         with self._lock:
             self._fh.close()
+
+
+def stamp_level(path: Path, level_ms: float) -> None:
+    """Write the recording run's level into each of its envelopes, once the run knows it (analysis.levels).
+
+    Lines are written as answers arrive, before the run has a level; the file is rewritten
+    whole (atomically) at the end, so an imported recording carries its level into the sidecars.
+    """
+    lines = []
+    for _, item in iter_recordings(path):
+        for env in repeats(item["recorded"]):
+            env["level_ms"] = level_ms
+        lines.append(json.dumps(item, ensure_ascii=True) + "\n")
+    atomic.write_text(path, "".join(lines))
 
 
 @dataclass(frozen=True, eq=False)

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..canonical import digest
-from ..model import Case
+from ..model import DEFAULT_PROVIDER, Case
+from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
+from ..providers.registry import provider_named
 
-# The request fields an answer depends on; anything else (stream options, user) does not change it.
-ANSWER_FIELDS = ("model", "messages", "tools", "tool_choice", "response_format", "max_tokens", "temperature", "seed",
-                 "stop")
 # Shown as they are in a difference ("temperature 0.0 → 0.7"); the rest by a short digest.
-_PLAIN = ("model", "max_tokens", "temperature", "seed")
+_PLAIN = ("model", "max_tokens", "max_output_tokens", "temperature", "seed")
 _SHORT = 12
 
 
@@ -29,10 +28,11 @@ def _short(value: Any) -> str:
     return digest(value).split(":", 1)[1][:_SHORT]
 
 
-def request_parts(body: Mapping[str, Any]) -> dict[str, Any]:
-    """The parts of a request body an answer depends on: plain values, or a short digest each (per message)."""
+def request_parts(body: Mapping[str, Any], fields: Sequence[str] = OPENAI_CHAT.answer_fields) -> dict[str, Any]:
+    """The parts of a request body an answer depends on (``fields``, the provider's): plain values, or a short digest
+    each (per message)."""
     parts: dict[str, Any] = {}
-    for name in ANSWER_FIELDS:
+    for name in fields:
         if name not in body:
             continue
         if name == "messages":
@@ -44,11 +44,20 @@ def request_parts(body: Mapping[str, Any]) -> dict[str, Any]:
     return parts
 
 
-def request_record(case: Case, model: str, temperature: float) -> dict[str, Any]:
-    """The ``request`` a recorded envelope carries: the whole digest and the parts."""
-    body = OPENAI_CHAT.request_body(case, model, temperature, stream=False)
-    parts = request_parts(body)
-    return {"digest": digest({k: body[k] for k in ANSWER_FIELDS if k in body}), "parts": parts}
+def request_record(case: Case, model: str, temperature: float, provider: Provider = OPENAI_CHAT) -> dict[str, Any]:
+    """The ``request`` a recorded envelope carries: the whole digest and the parts, of the body ``provider`` sends.
+
+    Another provider than the default is named in the record and in its digest: the same case
+    asked in another wire format is another request. (The default is left out, so every
+    recording made before providers were chosen keeps its digest.)
+    """
+    body = provider.request_body(case, model, temperature, stream=False)
+    fields = provider.answer_fields
+    sent = {k: body[k] for k in fields if k in body}
+    if provider.name == DEFAULT_PROVIDER:
+        return {"digest": digest(sent), "parts": request_parts(body, fields)}
+    return {"digest": digest({**sent, "provider": provider.name}), "parts": request_parts(body, fields),
+            "provider": provider.name}
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,10 @@ def staleness(case: Case, recorded: Sequence[Mapping[str, Any] | None], temperat
         if not isinstance(model, str):
             unverified = True
             continue
-        now = request_record(case, model, temperature)
+        asked = request.get("provider")
+        now = request_record(case, model, temperature,
+                             provider_named(asked if isinstance(asked, str) else DEFAULT_PROVIDER,
+                                            "a recording's request provider"))
         if now["digest"] != request["digest"]:
             return differences(parts, now["parts"], case), unverified
     return None, unverified

@@ -10,14 +10,21 @@ from typing import Any
 from msgspec.structs import fields, replace
 
 from ..errors import Problem, UsageError
+from ..grading.assertions.cost import priced
 from ..model import CONFIG_NAMES, Case, Thresholds
-from .cases import not_json, unknown_key_problems
+from .cases import enum_message, load_cases, not_json, unknown_key_problems
 from .endpoints import BASE_KEY_ENV, ENDPOINTS_SCHEMA, Endpoint, case_endpoints, endpoints_from, untrusted_endpoints
 from .files import read_text
 from .parse import RawCase, parse_yaml_document
 from .validate import FileSchema
 
 _RATE = {"type": "number", "minimum": 0, "maximum": 1}
+_DOLLARS = {"type": "number", "minimum": 0, "description": "dollars per million tokens"}
+# model id -> dollars per million input and output tokens: ``cost`` reads them; none ship in the package
+PRICES_SCHEMA = {"type": "object", "propertyNames": {"minLength": 1},
+                 "additionalProperties": {"type": "object", "additionalProperties": False,
+                                          "required": ["input", "output"],
+                                          "properties": {"input": _DOLLARS, "output": _DOLLARS}}}
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -36,8 +43,12 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "fingerprint_change": {"enum": ["fail", "warn"]},
         "baseline_lowered": {"enum": ["warn", "fail"]},
         "recordings": {"enum": ["lenient", "strict"]},
+        "flip_alpha": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "latency_shift_slack": {"anyOf": [{"type": "number", "minimum": 1}, {"const": "off"}]},
+        "record_headers": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"}},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},
         "endpoints": ENDPOINTS_SCHEMA,
+        "prices": PRICES_SCHEMA,
     },
 }
 _SETTINGS = FileSchema(lambda: CONFIG_SCHEMA)
@@ -56,6 +67,8 @@ class FileConfig:
     headers_line: int | None = None
     endpoints: Mapping[str, Endpoint] = field(default_factory=dict)  # named endpoints: the llm-rubric judges
     endpoints_line: int | None = None
+    record_headers: tuple[str, ...] = ()  # response headers --record keeps (none by default)
+    prices: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model id -> {input, output} per M tokens
 
     @property
     def shown(self) -> str:
@@ -134,7 +147,8 @@ def _problems(raw: RawCase) -> list[Problem]:
             continue
         top = str(error.absolute_path[0]) if error.absolute_path else None
         where = ".".join(map(str, error.absolute_path)) or None
-        problems.append(Problem(raw.file, raw.key_lines.get(top, raw.line) if top else raw.line, where, error.message))
+        message = enum_message(error) if error.validator == "enum" else error.message
+        problems.append(Problem(raw.file, raw.key_lines.get(top, raw.line) if top else raw.line, where, message))
     return problems
 
 
@@ -154,6 +168,27 @@ def load_file_config(fixtures_dir: Path, explicit: Path | None) -> FileConfig:
         raise UsageError(problems)
     data = raw.data
     known = {f.name for f in fields(Thresholds)}
-    thresholds = replace(Thresholds(), **{k: v for k, v in data.items() if k in known})
+    # ``latency_shift_slack: off`` turns the shift alert off: the shift is still reported
+    thresholds = replace(Thresholds(), **{k: None if (k, v) == ("latency_shift_slack", "off") else v
+                                          for k, v in data.items() if k in known})
     return FileConfig(thresholds, dict(data.get("headers", {})), path, raw.key_lines.get("headers"),
-                      endpoints_from(data.get("endpoints", {})), raw.key_lines.get("endpoints"))
+                      endpoints_from(data.get("endpoints", {})), raw.key_lines.get("endpoints"),
+                      tuple(data.get("record_headers", ())), dict(data.get("prices", {})))
+
+
+def load_suite(fixtures_dir: Path, exclude: set[Path], explicit: Path | None) -> tuple[list[Case], FileConfig]:
+    """The cases and the settings, every problem of both raised at once: a typo in one must not hide the other's."""
+    problems: list[Problem] = []
+    cases: list[Case] = []
+    settings = FileConfig(Thresholds(), {}, None)
+    try:
+        cases = load_cases(fixtures_dir, exclude)
+    except UsageError as exc:
+        problems += exc.problems
+    try:
+        settings = load_file_config(fixtures_dir, explicit)
+    except UsageError as exc:
+        problems += exc.problems
+    if problems:
+        raise UsageError(problems)
+    return priced(cases, settings.prices, settings.shown), settings

@@ -1,17 +1,31 @@
-"""Adaptive concurrency: the run sends as many requests at once as the server takes, never more than --concurrency.
+"""How fast the run sends: as many requests at once as the server takes (never more than --concurrency), started
+no faster than the server's request limit refills.
 
 AIMD, as TCP paces a link: a 429, or a 503 with Retry-After (the server saying it is
 overloaded and when to come back), halves the run's concurrency; each ``limit`` answers in a
 row (about one round of requests) raise it by one, up to the ceiling. A fixed concurrency
 against a rate-limited server sends the whole pool into every refusal: after each run-wide
 pause every worker fires at once and all but a few are refused again.
+
+``Pacer`` spaces the starts to the rate an endpoint's ``x-ratelimit-*-requests`` headers say its
+limit refills at: a run that held everything until the limit was full again sat idle while the
+server was ready, and then burst into it.
 """
 from __future__ import annotations
 
 import enum
+import math
 import threading
 import time
 from collections.abc import Callable
+
+from .retry_after import RequestLimit
+
+# Requests of a limit the pacer leaves to the server: threads and sockets deliver starts spaced at the refill
+# rate a little unevenly, and a request that arrives early must still find one. Spacing exactly to the last
+# request drew a 429, and a whole-second Retry-After for the whole run, about one run in two (a 10-a-second
+# bucket, 15 requests past its burst); one in hand costs a single refill once.
+KEPT_IN_HAND = 1
 
 # The history keeps change points only; past this many it merges them in pairs (``thinned``),
 # so a long run oscillating at its server's rate limit still writes a short report.
@@ -95,3 +109,72 @@ def thinned(points: list[tuple[float, int]]) -> list[tuple[float, int]]:
     merged = [min(inner[i:i + 2], key=lambda point: point[1]) for i in range(0, len(inner), 2)]
     kept = [points[0], *merged, points[-1]]
     return [point for i, point in enumerate(kept) if i == 0 or point[1] != kept[i - 1][1]]
+
+
+class Pacer:
+    """One endpoint's request limit, mirrored: each start takes a request from it, and waits its turn when none is left.
+
+    The mirror is the server's token bucket as its last answer showed it (a generic cell rate
+    algorithm): ``remaining``, less every other start not yet answered (threads send in no fixed
+    order, so the server may not have counted any of them), refilled at ``(size - remaining) / reset``
+    a second, ``reset`` being the time until the limit is full again (OpenAI's meaning). A start that
+    finds no request left beyond the one kept in hand waits until one has refilled, so once the limit
+    runs low the starts are spaced at its refill rate. Until an answer says its limit, nothing is held.
+    """
+
+    def __init__(self, max_wait_s: float = math.inf, clock: Callable[[], float] = time.monotonic) -> None:
+        self._max_wait_s = max_wait_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._started = 0  # starts so far, numbered from 1
+        self._open = 0  # starts not answered yet
+        self._seen = 0  # the start whose answer last set the mirror
+        self._size = math.inf
+        self._left = math.inf  # requests the server would take now; below 0, starts already waiting their turn
+        self._rate = 0.0  # requests a second the limit refills at; 0 while unknown
+        self._at = clock()  # when ``_left`` was true
+        self._held_until = -math.inf
+        self.held = 0  # starts that waited their turn
+        self.held_s = 0.0  # seconds during which at least one start waited (overlaps counted once)
+
+    def admit(self) -> tuple[int, float]:
+        """Take a start: its number, for ``observe``, and the seconds it must wait for the limit to refill one request.
+
+        A wait longer than ``max_wait_s`` (--max-retry-after) is not taken: the request goes at
+        once, takes nothing from the mirror (the server will refuse it), and its 429 decides.
+        """
+        with self._lock:
+            now = self._clock()
+            self._refill(now)
+            self._started += 1
+            self._open += 1
+            need = 1 + min(KEPT_IN_HAND, self._size - 1)
+            wait = (need - self._left) / self._rate if self._left < need and self._rate > 0 else 0.0
+            if wait > self._max_wait_s:
+                return self._started, 0.0
+            self._left -= 1
+            self._count(now, wait)
+            return self._started, wait
+
+    def observe(self, start: int, limit: RequestLimit | None) -> None:
+        """Close ``start`` (call it once for each, answered or not), and set the mirror from what its answer says of the
+        limit, unless older than the last that did."""
+        with self._lock:
+            self._open -= 1
+            if limit is None or start < self._seen:
+                return
+            self._seen, self._at, self._size = start, self._clock(), limit.size
+            self._rate = limit.refill_per_s or self._rate  # a full limit says nothing of its rate
+            self._left = limit.remaining - self._open
+
+    def _refill(self, now: float) -> None:
+        self._left = min(self._size, self._left + (now - self._at) * self._rate)
+        self._at = now
+
+    def _count(self, now: float, wait: float) -> None:
+        """Add a wait to the held time, counting once what overlaps the waits before it."""
+        if wait <= 0:
+            return
+        self.held += 1
+        self.held_s += max(0.0, now + wait - max(now, self._held_until))
+        self._held_until = max(self._held_until, now + wait)

@@ -12,7 +12,7 @@ import requests
 import urllib3
 from msgspec.structs import replace
 
-from ..model import Case, Envelope
+from ..model import DEFAULT_PROVIDER, Case, Envelope
 from ..providers.base import Provider
 from ..secrets import Secrets
 from .reading import TRANSPORT_ERRORS, Limits, deadline_passed, read_stream, read_whole
@@ -34,6 +34,7 @@ class ClientSettings:
     connect_timeout_s: float = 10.0
     case_timeout_s: float = 120.0
     max_response_bytes: int = 16 * 1024 * 1024
+    provider: str = DEFAULT_PROVIDER  # a named endpoint's wire format (a judge's); the run's own is --provider
 
     def __repr__(self) -> str:  # never show the key or header values
         return f"ClientSettings(base_url={self.base_url!r}, model={self.model!r}, stream={self.stream})"
@@ -50,12 +51,11 @@ class Client:
         self.session = requests.Session()
         for scheme in ("http://", "https://"):
             self.session.mount(scheme, WatchedAdapter())
-        self.url = settings.base_url.rstrip("/") + provider.path
+        self.url = provider.url(settings.base_url)
         _read_environment_once(self.session, self.url)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
         self.headers.update(settings.extra_headers)
-        if settings.api_key:
-            self.headers["Authorization"] = f"Bearer {settings.api_key}"
+        self.headers.update(provider.headers(settings.api_key))  # the key the provider's way: Bearer, x-api-key...
 
     def close(self) -> None:
         self.session.close()
@@ -83,7 +83,8 @@ class Client:
                 return self._failed(exc, t0, deadline_s, alarm)
             finally:
                 resp.close()
-        return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body))
+        return replace(env, headers=self.secrets.scrub(env.headers), body=self.secrets.scrub(env.body),
+                       provider=self.provider.name)
 
     def _read(self, resp: requests.Response, limits: Limits) -> Envelope:
         if (self.settings.stream and resp.status_code == 200
@@ -95,7 +96,8 @@ class Client:
         elapsed = (time.perf_counter() - t0) * 1000.0
         detail = (deadline_passed(deadline_s) if alarm.fired
                   else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url))
-        return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3))
+        return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3),
+                        provider=self.provider.name)
 
 
 def _read_environment_once(session: requests.Session, url: str) -> None:

@@ -15,6 +15,6 @@ def judge_settings(cases: Sequence[Case], endpoints: Mapping[str, Endpoint], env
     before any call."""
     used = sorted({name for case in cases for name in case_endpoints(case)})
     return {name: ClientSettings(base_url=endpoints[name].base_url, model=endpoints[name].model,
-                                 temperature=endpoints[name].temperature,
+                                 temperature=endpoints[name].temperature, provider=endpoints[name].provider,
                                  api_key=api_key(endpoints[name], environ, shown), case_timeout_s=timeout_s)
             for name in used}

@@ -26,6 +26,7 @@ def fetch_envelopes(
     max_run_s: float | None = None,
     started_at: float | None = None,
     judges: Mapping[str, ClientSettings] | None = None,
+    record_headers: Sequence[str] = (),
 ) -> LiveOutcome:
     """Every case's grades from the endpoint, as the CLI wants them: Ctrl-C or --max-run-time ends the run politely,
     progress goes to stderr."""
@@ -34,4 +35,4 @@ def fetch_envelopes(
     with Interrupts(stop):
         return run_live(cases, settings, provider=provider, concurrency=concurrency, repeats=repeats, policy=policy,
                         record=record, progress=progress, stop=stop, max_run_s=max_run_s, started_at=started_at,
-                        judges=judges)
+                        judges=judges, record_headers=record_headers)

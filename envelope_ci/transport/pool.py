@@ -19,6 +19,7 @@ from ..grading.rubric import judge_request, rubrics
 from ..model import Case, Envelope, Grade, RetryPolicy
 from ..providers.base import Provider
 from ..providers.openai_chat import OPENAI_CHAT
+from ..providers.registry import provider_named
 from ..report.build import as_kept
 from ..report.model import ConcurrencyChange, LiveRun
 from ..secrets import Secrets
@@ -26,6 +27,7 @@ from ..sources.recordings import RecordingWriter
 from ..sources.requests import request_record
 from ..urls import endpoint_secrets
 from .adaptive import AdaptiveLimit
+from .embeddings import Embedder
 from .http import Client, ClientSettings
 from .progress import Progress
 from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
@@ -54,6 +56,8 @@ class LiveOutcome:
     cut_streams: int = 0  # attempts whose stream the server cut before a finish_reason (retried as drops)
     rate_limit_wait_s: float = 0.0  # how long the run was paused on 429s (and held by x-ratelimit-remaining-*: 0)
     paced_s: float = 0.0  # of it, held by x-ratelimit-remaining-*: 0 before the server had to refuse
+    spaced: int = 0  # request starts that waited for an endpoint's request limit to refill (not in the wait above)
+    spaced_s: float = 0.0  # how long they waited, overlaps counted once per endpoint
     rate_limit_spent: bool = False  # the run reached --max-rate-limit-wait: cases left were not run
     concurrency: int = 1
     budget_spent: str | None = None  # the retry budget ran out and refused retries: how it was set
@@ -78,6 +82,9 @@ class LiveOutcome:
                 "until a used-up x-ratelimit-remaining-* reset)")
             out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on {on} "
                        "(attempts are not counted against --max-attempts)")
+        if self.spaced:
+            out.append(f"paced to the server's request limit: {self.spaced} request(s) waited {self.spaced_s:.1f} s "
+                       "in all for it to refill (x-ratelimit-*-requests), not counted as waiting on rate limits")
         out.extend(self._concurrency_remark())
         if self.budget_spent:
             out.append(f"retries ended by the budget, not the server: {self.budget_spent}; "
@@ -120,6 +127,7 @@ def run_live(
     max_run_s: float | None = None,
     started_at: float | None = None,
     judges: Mapping[str, ClientSettings] | None = None,
+    record_headers: Sequence[str] = (),
 ) -> LiveOutcome:
     """Every (case, repeat) through a bounded worker pool, so a slow endpoint is called in parallel but never flooded.
 
@@ -128,8 +136,9 @@ def run_live(
     get ``grace_s`` to finish, and are cut after it. ``seed`` makes the backoff jitter reproducible.
     A grader that raised is raised again once the run is over, as when grading came after it.
     ``judges`` are the llm-rubric endpoints by name: each answer is judged before it is graded and recorded.
+    ``record_headers`` are the response headers a recording keeps (``record_headers`` in envelope-ci.yaml).
     """
-    writer = RecordingWriter(record) if record else None
+    writer = RecordingWriter(record, record_headers) if record else None
     watchdog = Watchdog()
     try:
         pool = _Pool(cases, settings, provider, policy, stop or threading.Event(), progress, writer, repeats, watchdog,
@@ -190,8 +199,9 @@ class _Pool:
         self._job_lock = threading.Lock()
         self._done_lock = threading.Lock()  # results and recording lines in the same (finishing) order
         self.results: dict[Job, Grade] = {}
-        self.throttle = Throttle(stop, policy.max_rate_limit_wait_s)
+        self.throttle = Throttle(stop, policy.max_rate_limit_wait_s, policy.max_retry_after_s)
         self.budget = Budget.for_run(policy, len(self.jobs))
+        self.embedder = Embedder.for_run(judges, self.secrets, watchdog, policy, self.budget, stop)  # for ``similar``
         self.limiter = AdaptiveLimit(min(concurrency, len(self.jobs)) or 1, policy.adaptive_concurrency)
         self.cut_streams = 0
         self.out_of_time: str | None = None  # why the run's time was up, if it was
@@ -200,7 +210,8 @@ class _Pool:
     def work(self, index: int, seed: int | None) -> None:
         """One worker: its own connection pool, taking jobs until none are left or the run stops."""
         client = Client(self.provider, self.settings, self.secrets, self.watchdog)
-        judges = {name: Client(self.provider, s, self.secrets, self.watchdog) for name, s in self.judges.items()}
+        judges = {name: Client(provider_named(s.provider, f"endpoints.{name}.provider"), s, self.secrets, self.watchdog)
+                  for name, s in self.judges.items()}  # each judge in its own endpoint's wire format
         rng = random.Random(None if seed is None else seed + index)
         try:
             while not self.stop.is_set() and not self.throttle.spent:  # spent: the server will not have us
@@ -209,7 +220,7 @@ class _Pool:
                     return
                 case = self.cases[job[0]]
                 env, log = self._call(client, case, rng)
-                self._finish(job, case, self._judged(judges, case, env, rng), log)
+                self._finish(job, case, self.embedder.attach(case, self._judged(judges, case, env, rng), rng), log)
         finally:
             for c in (client, *judges.values()):
                 c.close()
@@ -244,7 +255,8 @@ class _Pool:
             request = judge_request(case, rubric, answer)
             verdict, _ = self._call(client, request, rng)
             found[rubric.text] = replace(
-                verdict, request=request_record(request, client.settings.model, client.settings.temperature))
+                verdict, request=request_record(request, client.settings.model, client.settings.temperature,
+                                                client.provider))
         return replace(env, judgements=found)
 
     def _finish(self, job: Job, case: Case, env: Envelope, log: list[dict[str, Any]]) -> None:
@@ -256,10 +268,11 @@ class _Pool:
             self.cut_streams += sum(1 for entry in log if entry.get("stream_cut"))
             if self.writer:  # with what was asked, so an offline run can tell the answer is still to today's request
                 self.writer.write(
-                    case.id, replace(env, request=request_record(case, self.settings.model, self.settings.temperature)),
+                    case.id, replace(env, request=request_record(case, self.settings.model, self.settings.temperature,
+                                                                 self.provider)),
                     log)
-        if self.progress:
-            self.progress.tick(log[-1]["label"])
+        if self.progress:  # the case's label with its judges' verdicts, not its last attempt's without them
+            self.progress.tick(graded.label.value if graded is not None else log[-1]["label"])
 
     def _grade(self, env: Envelope, case: Case) -> Grade | None:
         """The envelope's grade, its text cut to the report's preview; None once a grader raised (the run raises it
@@ -275,9 +288,11 @@ class _Pool:
 
     def outcome(self) -> LiveOutcome:
         """Grades per case; a case never finished gets a drop that says why."""
+        spaced, spaced_s = self.throttle.spaced()
         outcome = LiveOutcome({c.id: [] for c in self.cases}, interrupted=self.stop.is_set(),
                               cut_streams=self.cut_streams, rate_limit_wait_s=self.throttle.waited_s,
-                              paced_s=self.throttle.paced_s, rate_limit_spent=self.throttle.spent,
+                              paced_s=self.throttle.paced_s, spaced=spaced, spaced_s=spaced_s,
+                              rate_limit_spent=self.throttle.spent,
                               concurrency=self.limiter.ceiling, concurrency_history=tuple(self.limiter.history),
                               budget_spent=(
                                   f"{self.budget.spent()}, and {self.budget.refused} failed attempt(s) got no retry"

@@ -6,6 +6,7 @@ import math
 import random
 import threading
 import time
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,10 @@ from ..errors import UsageError
 from ..grading.envelope import stream_was_cut, transport_label
 from ..grading.grade import grade
 from ..model import Case, Envelope, Label, RetryPolicy
-from .adaptive import AdaptiveLimit, Pressure
+from .adaptive import AdaptiveLimit, Pacer, Pressure
 from .http import Client
 from .reading import OVERSIZED
-from .retry_after import rate_limit_reset_s, retry_after_s, spent_limit_reset_s
+from .retry_after import KINDS, rate_limit_reset_s, request_limit, retry_after_s, spent_limit_reset_s
 
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 _RETRYABLE_4XX = (408, 409, 425, 429)
@@ -72,21 +73,48 @@ def backoff_s(attempt: int, policy: RetryPolicy, rng: random.Random) -> float:
     return min(policy.base_delay_s * 2 ** (attempt - 1), policy.max_delay_s) * (1 - 0.25 * rng.random())
 
 
+Endpoint = tuple[str, str]  # (base URL, model): one request limit, as OpenAI keeps one per model
+
+
 class Throttle:
     """Run-wide pause: when the server says 429, every worker waits, not just the one that was told.
 
     It also keeps the run's total pause, bounded by ``max_wait_s`` (--max-rate-limit-wait): waiting
     on rate limits costs no attempts, so this cap is what stops a run that is limited for good.
+    Besides, each endpoint's starts are spaced to its request limit's refill rate (``turn``): a run
+    going as fast as the server allows is not waiting for it, so that spacing is not in the pause.
     """
 
-    def __init__(self, stop: threading.Event, max_wait_s: float = math.inf) -> None:
+    def __init__(self, stop: threading.Event, max_wait_s: float = math.inf, max_space_s: float = math.inf) -> None:
         self._until = 0.0
         self._lock = threading.Lock()
         self._stop = stop
+        self._max_space_s = max_space_s
+        self._pacers: dict[Endpoint, Pacer] = {}
         self.max_wait_s = max_wait_s
         self.waited_s = 0.0  # the run's pause so far: overlapping pauses count once
         self.paced_s = 0.0  # of it, holding requests until a used-up limit reset (``pace``)
         self.spent = False  # a pause was refused: the run may wait no longer
+
+    def turn(self, endpoint: Endpoint) -> tuple[Pacer, int]:
+        """Wait out the run's pause, then the endpoint's next start; its pacer and the start's number, for the answer.
+
+        A wait for the limit to refill longer than ``max_space_s`` (--max-retry-after) is not taken.
+        """
+        self.wait()
+        with self._lock:
+            pacer = self._pacers.setdefault(endpoint, Pacer(self._max_space_s))
+        start, delay = pacer.admit()
+        if delay > 0:
+            self._stop.wait(delay)
+            self.wait()  # a 429 may have paused the run meanwhile
+        return pacer, start
+
+    def spaced(self) -> tuple[int, float]:
+        """How many starts waited for a limit to refill, and for how long (each endpoint's overlaps counted once)."""
+        with self._lock:
+            pacers = list(self._pacers.values())
+        return sum(p.held for p in pacers), sum(p.held_s for p in pacers)
 
     def pause(self, seconds: float) -> bool:
         """Pause the run ``seconds`` from now; False, pausing nothing, when that would pass the cap."""
@@ -184,10 +212,10 @@ def call_with_retries(
             said = (f"not retried: {why}",) if failure is not None else ()
             return replace(env, attempts=len(log), notes=(*env.notes, *said)), log
         limited = env.http_status == 429
-        in_a_row = tries.add(env.http_status)
+        in_a_row = tries.add(env.http_status, client.provider.busy_statuses)
         wanted = retry_after_s(env.headers)
         if wanted is None and limited:
-            wanted = rate_limit_reset_s(env.headers)
+            wanted = rate_limit_reset_s(client.provider.rate_limits(env.headers))
         gave_up = _reason_to_stop(wanted, tries, limited, policy, budget, stop)
         if not gave_up:
             # Retry-After 0 or negative (Azure sends -1) is no wait at all: back off instead of hammering.
@@ -201,38 +229,52 @@ def call_with_retries(
 
 def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throttle, policy: RetryPolicy,
              stop: threading.Event) -> tuple[Envelope, Label | None]:
-    """One attempt in one of the run's concurrency slots, once the run's pause is over; with its transport label.
+    """One attempt in one of the run's concurrency slots, once the run's pause is over and the endpoint's limit has
+    room; with its transport label.
 
-    What the attempt said sets the run's concurrency, and an answer whose limit is used up
-    (``x-ratelimit-remaining-*: 0``) holds the run's next attempts until that limit resets.
+    What the attempt said sets the run's concurrency and the endpoint's pacing, and an answer whose
+    limit is used up (``x-ratelimit-remaining-*: 0``) and cannot be paced holds the run's next
+    attempts until that limit resets.
     """
     epoch = limiter.acquire(stop)
     signal = Pressure.NEITHER  # a bug of ours raising here gives the slot back all the same
     try:
-        throttle.wait()
-        env = client.attempt(case)
+        env = _paced_attempt(client, case, throttle)
         failure = transport_label(env)
-        signal = pressure(env, failure is None)
+        signal = pressure(env, failure is None, client.provider.busy_statuses)
     finally:
         limiter.release(epoch, signal)
     if env.http_status != 429:  # a 429's own wait is the retry's
-        _pace(env, throttle, policy)
+        limits = client.provider.rate_limits(env.headers)
+        _pace(limits, throttle, policy, ("tokens",) if request_limit(limits) is not None else KINDS)
     return env, failure
 
 
-def pressure(env: Envelope, answered: bool) -> Pressure:
+def _paced_attempt(client: Client, case: Case, throttle: Throttle) -> Envelope:
+    """One attempt once the endpoint's request limit has room; what its answer says of the limit paces the next."""
+    pacer, start = throttle.turn((client.settings.base_url, client.settings.model))
+    env: Envelope | None = None
+    try:
+        env = client.attempt(case)
+    finally:  # a bug of ours raising in the attempt must not leave the start open for ever
+        pacer.observe(start, request_limit(client.provider.rate_limits(env.headers)) if env is not None else None)
+    return env
+
+
+def pressure(env: Envelope, answered: bool, busy: Collection[int] = (503,)) -> Pressure:
     """What an attempt says about the server's capacity: ``answered`` is whether it carried an answer (no transport
-    label)."""
+    label); ``busy`` are the provider's overloaded statuses (503; Anthropic's 529 too)."""
     status = env.http_status
-    if status == 429 or (status == BUSY_STATUS and retry_after_s(env.headers) is not None):
+    if status == 429 or (status in busy and retry_after_s(env.headers) is not None):
         return Pressure.LIMITED
     return Pressure.ANSWERED if answered else Pressure.NEITHER
 
 
-def _pace(env: Envelope, throttle: Throttle, policy: RetryPolicy) -> None:
-    """Hold the run until a limit this response says is used up resets, unless that is longer than --max-retry-after
-    allows."""
-    reset = spent_limit_reset_s(env.headers)
+def _pace(limits: Mapping[str, str], throttle: Throttle, policy: RetryPolicy, kinds: Sequence[str]) -> None:
+    """Hold the run until a limit of ``kinds`` a response's rate-limit headers (``limits``, in the pacer's terms) say
+    is used up resets, unless that is longer than --max-retry-after allows: the limits the pacer cannot space requests
+    to."""
+    reset = spent_limit_reset_s(limits, kinds)
     if reset is not None and 0 < reset <= policy.max_retry_after_s:
         throttle.pace(reset)
 
@@ -274,12 +316,13 @@ class _Tries:
     busy: int = 0
     other: int = 0
 
-    def add(self, status: int | None) -> int:
-        """Count one failed attempt; how many of its kind there have been (the backoff's exponent)."""
+    def add(self, status: int | None, busy: Collection[int] = (BUSY_STATUS,)) -> int:
+        """Count one failed attempt; how many of its kind there have been (the backoff's exponent). ``busy``: the
+        provider's overloaded statuses, counted as a 503 is."""
         if status == 429:
             self.limited += 1
             return self.limited
-        if status == BUSY_STATUS:
+        if status in busy:
             self.busy += 1
         else:
             self.other += 1

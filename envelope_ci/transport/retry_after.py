@@ -1,11 +1,15 @@
-"""The one Retry-After parser: how long a server asked us to wait, and when its rate limit resets."""
+"""The one Retry-After parser: how long a server asked us to wait, when its rate limit resets, how fast it refills."""
 from __future__ import annotations
 
 import datetime
 import email.utils
+import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+KINDS = ("requests", "tokens")  # the x-ratelimit-*-KIND limits OpenAI sends
 
 
 def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -15,13 +19,13 @@ def retry_after_s(headers: Mapping[str, str], now: float | None = None) -> float
     an HTTP date. Header names match in any case, so a plain dict or requests' headers both do.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
-    ms = _seconds(lowered.get("retry-after-ms"))
+    ms = _number(lowered.get("retry-after-ms"))
     if ms is not None:
         return ms / 1000.0
     value = lowered.get("retry-after")
     if value is None:
         return None
-    seconds = _seconds(value)
+    seconds = _number(value)
     return seconds if seconds is not None else _until_date(value, time.time() if now is None else now)
 
 
@@ -31,28 +35,69 @@ _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6
 
 
 def rate_limit_reset_s(headers: Mapping[str, str]) -> float | None:
-    """When a 429 without Retry-After says its limit resets (``x-ratelimit-reset-requests``/``-tokens``).
+    """When a 429 without Retry-After says its limit takes a request again (``x-ratelimit-*-requests``/``-tokens``).
 
-    The reset of the limit that is used up (its ``x-ratelimit-remaining-*`` is 0) if the headers
-    say which; else the later of the two, so the retry does not arrive before either limit allows it.
+    The limit that is used up (its ``x-ratelimit-remaining-*`` is 0) if the headers say which; else
+    the later of the two, so the retry does not arrive before either limit allows it. A request
+    limit whose size is known takes one again once one request has refilled, long before it is full.
     """
     known, spent = _resets(headers)
     return max(spent or known, default=None)
 
 
-def spent_limit_reset_s(headers: Mapping[str, str]) -> float | None:
-    """When a limit the headers say is used up (``x-ratelimit-remaining-*`` is 0) resets; None when none is.
+def spent_limit_reset_s(headers: Mapping[str, str], kinds: Sequence[str] = KINDS) -> float | None:
+    """When a limit of ``kinds`` the headers say is used up (``x-ratelimit-remaining-*`` is 0) resets; else None.
 
     On an answer this is the server saying the next request would be refused: the run holds
     its requests until then instead of collecting 429s.
     """
-    return max(_resets(headers)[1], default=None)
+    return max(_resets(headers, kinds)[1], default=None)
 
 
-def _resets(headers: Mapping[str, str]) -> tuple[list[float], list[float]]:
-    """The readable ``x-ratelimit-reset-*`` waits, and those of the limits whose remaining count is 0."""
+class RequestLimit(NamedTuple):
+    """A request limit as one answer states it: its size, what is left of it, and the seconds until it is full again."""
+
+    size: float
+    remaining: float
+    full_in_s: float
+
+    @property
+    def refill_per_s(self) -> float | None:
+        """Requests a second it refills at: what it lacks over the time it takes to fill; None when it is full."""
+        if self.remaining >= self.size or self.full_in_s <= 0:
+            return None
+        return (self.size - self.remaining) / self.full_in_s
+
+    @property
+    def next_in_s(self) -> float:
+        """Seconds until it takes one more request: none while one is left, else the time one takes to refill."""
+        rate = self.refill_per_s
+        return self.full_in_s if rate is None else max(0.0, 1 - self.remaining) / rate
+
+
+def request_limit(headers: Mapping[str, str]) -> RequestLimit | None:
+    """``x-ratelimit-limit-requests``, ``-remaining-requests`` and ``-reset-requests``, read as OpenAI means them.
+
+    None unless all three are readable: without the size, the reset says when the limit is full,
+    not how fast it fills, and only a hold until then is safe.
+    """
     lowered = {k.lower(): v for k, v in headers.items()}
-    resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in ("requests", "tokens")}
+    size = _number(lowered.get("x-ratelimit-limit-requests"))
+    remaining = _number(lowered.get("x-ratelimit-remaining-requests"))
+    full_in = duration_s(lowered.get("x-ratelimit-reset-requests"))
+    if size is None or remaining is None or full_in is None or not 0 < size < math.inf or full_in == math.inf:
+        return None
+    return RequestLimit(size, min(remaining, size), full_in)
+
+
+def _resets(headers: Mapping[str, str], kinds: Sequence[str] = KINDS) -> tuple[list[float], list[float]]:
+    """The readable waits of ``kinds`` until each limit takes a request again, and those of the limits whose remaining
+    count is 0."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in kinds}
+    limit = request_limit(lowered) if "requests" in kinds else None
+    if limit is not None:
+        resets["requests"] = limit.next_in_s
     known = {kind: wait for kind, wait in resets.items() if wait is not None}
     spent = [wait for kind, wait in known.items()
              if str(lowered.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"]
@@ -64,7 +109,7 @@ def duration_s(value: str | None) -> float | None:
     if value is None:
         return None
     text = value.strip()
-    plain = _seconds(text)
+    plain = _number(text)
     if plain is not None:
         return plain
     parts = _DURATION.findall(text)
@@ -73,7 +118,7 @@ def duration_s(value: str | None) -> float | None:
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
-def _seconds(value: str | None) -> float | None:
+def _number(value: str | None) -> float | None:
     """A number, clamped at zero (Azure sends -1); None when absent or not a number."""
     if value is None:
         return None

@@ -953,7 +953,7 @@ def test_comment_example_is_current(tmp_path: Path, stub: GitHubStub) -> None:
     # What the example shows: the regression with its reason, the one table, a chart of the faster case, the rest folded.
     top = body[:body.index("<details>")]
     for shown in ("### Regressions (1)", "contains forbidden '1Z'", "### Channels by stratum", "### Time moved (1)",
-                  '"intent-refund · base pin", "intent-refund · this run"'):
+                  '"intent-refund · pin", "intent-refund · this run"'):
         assert shown in top, shown
     text = EXAMPLE_HEADER + body
     # The README shows the same comment, quoted, as a screenshot of what a PR gets.

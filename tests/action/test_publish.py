@@ -6,10 +6,17 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from envelope_ci.action.publish import MAX_ANNOTATIONS, case_annotations, file_outputs, report_outputs, report_warnings
+from envelope_ci.action.publish import (
+    MAX_ANNOTATIONS,
+    case_annotations,
+    file_outputs,
+    report_markdown,
+    report_outputs,
+    report_warnings,
+)
 from envelope_ci.findings import FixtureChanges, LaneStats, Summary
 from envelope_ci.model import Channel, Fingerprint, Gate, Label, Outcome, Thresholds, Verdict
-from envelope_ci.report.model import REPORT_VERSION, BaseDiff, CaseRow, Report, RunInfo
+from envelope_ci.report.model import REPORT_VERSION, BaseDiff, CaseRow, ModelChange, Report, RunInfo
 
 
 def _case(cid: str, outcome: Outcome, channel: Channel, gate: Gate, stratum: str | None = "easy", line: int = 3) -> CaseRow:
@@ -75,6 +82,13 @@ def test_baseline_lowered_output():
     [line] = report_warnings(lowered)
     assert line.startswith("::warning title=envelope-ci%3A baseline lowered::envelope-ci: baseline lowered — this PR downgrades 1 pin(s)")
     assert "code owner's review of evals/envelope-pins.json" in line
+
+
+def test_comment_and_job_summary_headlines_name_the_new_model():
+    report = _report(base=BaseDiff("git", None, True, (), (), ModelChange("ferrylm-1.0", "ferrylm-1.1")))
+    comment, summary = report_markdown(report, "evals", "\n---\n", lambda text: text)
+    for body in (comment, summary):
+        assert body.splitlines()[0] == "## ✅ envelope-ci: pass — evals · model ferrylm-1.0 → ferrylm-1.1 in this PR's pins"
 
 
 def test_file_outputs_are_relative_to_the_workspace(tmp_path: Path):

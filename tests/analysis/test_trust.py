@@ -233,11 +233,11 @@ def test_red_and_inconclusive_runs_name_the_next_step(tmp_path):
         fh.write("# edited\n")
     result, report = run_report(gate, tmp_path / "out")
     assert result.code == 1
-    assert report["next_steps"][0]["command"] == f"envelope-ci run {gate.as_posix()} --pins {(gate / 'envelope-pins.json').as_posix()} --lane adjudication --write-pins"
+    assert report["next_steps"][0]["command"] == f"envelope-ci run {gate.as_posix()} --pins {(gate / 'envelope-pins.json').as_posix()} --lane adjudication --allow-unverified-recordings --write-pins"
     suite = make_suite(tmp_path, [case("a", must_include=["x"], recorded=transport_error())], name="dropped")
     result, report = run_report(suite, tmp_path / "out2")
     assert result.code == 3
-    assert "check the endpoint" in report["next_steps"][0]["why"] and report["next_steps"][0]["command"].endswith("--lane smoke")
+    assert "re-record them on a live run" in report["next_steps"][0]["why"] and report["next_steps"][-1]["command"].endswith("--lane smoke")
     _, passing = run_report(make_suite(tmp_path, [case("ok", completion="y", must_include=["y"])], name="fine"), tmp_path / "out4")
     assert passing["next_steps"] == []
 

@@ -376,7 +376,7 @@ def test_version_and_schema():
     result = run_cli(["--version"])
     assert result.code == 0 and __version__ in result.out
     result = run_cli(["schema"])
-    assert result.code == 0 and json.loads(result.out)["title"] == "envelope-ci fixture case"
+    assert result.code == 0 and json.loads(result.out)["title"] == "envelope-ci fixture file"
 
 
 def test_python_m_help_subprocess():

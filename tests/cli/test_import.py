@@ -94,7 +94,8 @@ def test_recorded_envelopes_are_part_of_the_case_and_the_hash(tmp_path):
     assert run_cli(["hash", suite]).out != hash_before
     result, report = run_report(suite, tmp_path / "out")
     assert result.code == 1 and report["alerts"] == ["fixtures_changed"]
-    assert report["fixtures"]["modified"] == ["a"]  # b's line was kept as it was
+    # only a's time moved (b's line was kept as it was): retimed, not modified
+    assert report["fixtures"]["modified"] == [] and report["fixtures"]["retimed"] == ["a"]
     assert report["fixtures"]["files_changed"] == ["cases.yaml.recorded.jsonl"]
 
 

@@ -244,11 +244,14 @@ def test_live_shards_record_their_own_cases_and_merge(tmp_path):
 def without_timing(report: dict[str, Any]) -> dict[str, Any]:
     """A live report.json apart from what the run measured of time: what a live merge must agree on with the unsharded run.
 
-    That is each case's times, and ``live`` (the pacing of each process, which the merge leaves out by design).
+    That is each case's times and the level they were judged at (each live shard is a batch of its own), the
+    latency shift and its notes, and ``live`` (the pacing of each process, which the merge leaves out by design).
     """
-    timed = ("ms", "ms_p95", "ttft_ms")
+    timed = ("ms", "ms_p95", "ttft_ms", "level_ms")
     rows = [{key: value for key, value in row.items() if key not in timed} for row in report["cases"]]
-    return {**{key: value for key, value in report.items() if key != "live"}, "cases": rows}
+    notes = [n for n in report["notes"] if "latency" not in n]
+    return {**{key: value for key, value in report.items() if key not in ("live", "latency")}, "cases": rows,
+            "notes": notes}
 
 
 # -- what the merge refuses ---------------------------------------------------------------------

@@ -23,6 +23,7 @@ from envelope_ci.formats.escape import (
     inline,
 )
 from envelope_ci.formats.markdown import table
+from tests.support.hostile import NASTY
 from tests.support.markdown_checks import fences_are_ours, gfm
 from tests.support.strategies import EDGE_TEXT
 
@@ -184,24 +185,6 @@ def _gfm(markdown: str) -> str:
 
     # UNSAFE keeps raw HTML so we can see it if any got through; GitHub sanitises afterwards.
     return str(cmarkgfm.github_flavored_markdown_to_html(markdown, options=Options.CMARK_OPT_UNSAFE))
-
-
-NASTY = [
-    "@octocat",
-    "owner/repo#1",
-    "a | b \\| c \\\\| d",
-    "x\\",
-    "```\n| injected | row |\n```",
-    "<!-- envelope-ci:default -->",
-    "</details><details open><summary>fake</summary>",
-    "<img src=x> <a href='https://evil.example'>login</a>",
-    "[ok](https://evil.example) ![t](https://t.example/p.png) https://x.example",
-    "&lt;script&gt; &amp;",
-    "`code | span` ``double``",
-    "*a* _b_ ~~c~~ **d**",
-    "\u202eevil\u202c",
-    "line1\r\nline2",
-]
 
 
 @pytest.mark.parametrize("raw", NASTY)

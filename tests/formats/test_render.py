@@ -18,7 +18,7 @@ from envelope_ci.formats.junit import render_junit
 from envelope_ci.formats.markdown import FIRST_SCREEN_ROWS, TIME_CHART_MAX, render_markdown
 from envelope_ci.model import Channel, Detail, Gate, Label, Outcome, Verdict
 from envelope_ci.report.build import scrub
-from envelope_ci.report.model import REPORT_VERSION, BaseDiff, BaseDiffRow, NextStep, Report
+from envelope_ci.report.model import REPORT_VERSION, BaseDiff, BaseDiffRow, ModelChange, NextStep, Report
 from tests.support.markdown_checks import fences_are_ours, gfm
 from tests.support.suites import (
     EXAMPLES,
@@ -27,6 +27,7 @@ from tests.support.suites import (
     WRONG_JSON,
     answer_envelope,
     chat_body,
+    copy_example,
     make_suite,
     pinned_gate_suite,
     recorded,
@@ -99,6 +100,7 @@ def test_report_json_contract_every_key(regression_run):
     assert (dropped["label"], dropped["channel"], dropped["chars"], dropped["tokens"], dropped["ms"], dropped["http_status"], dropped["model_id"]) == (
         "drop", "transport", None, None, None, None, None)
     assert report["base"]["present"] is True and len(report["base"]["diff"]) == 3
+    assert report["base"]["model_change"] is None  # the base branch's pins name the same model
     assert report["fingerprint"]["lane"] == "smoke"
 
 
@@ -165,8 +167,8 @@ def test_junit_stable_case_has_no_children_and_hostile_text_stays_xml():
          "reasons": ["contains forbidden '<b>&\x00'"], "preview": "]]><x/>\x1b[31m", "file": "a\x02.yaml", "line": 3, "gate": "fail"},
     ], "alert_details": [{"code": "easy_regression", "stratum": "easy", "message": "easy below its floor"}]}
     root = ET.fromstring(render_junit(typed(report)).encode("utf-8"))
-    cases = root.iter("testcase")
-    ok, bad = list(cases)
+    alert, ok, bad = root.iter("testcase")
+    assert alert.get("name") == "easy_regression (easy)" and alert.find("failure").text == "easy below its floor"
     assert list(ok) == [] and ok.get("classname") == "envelope-ci.unstratified"
     assert bad.get("name") == "badid" and bad.get("file") == "a.yaml" and bad.get("line") == "3"
     assert "<b>&" in bad.find("failure").text and "]]><x/>" in bad.find("failure").text
@@ -218,7 +220,7 @@ def test_markdown_fixtures_changed_lists_cases_and_the_fix(tmp_path):
     (gate / "more.jsonl").write_text(json.dumps({"id": "s-added", "prompt": "p", "completion": "x", "stratum": "stretch"}) + "\n", "utf-8")
     _, report = run_report(gate, tmp_path / "out")
     md = render_markdown(Report.from_json(report))
-    assert "- added: s-added" in md and "--lane adjudication --write-pins" in md and "`fixtures_changed`" in md
+    assert "- added: s-added" in md and "--lane adjudication --allow-unverified-recordings --write-pins" in md and "`fixtures_changed`" in md
 
 
 HOSTILE = "@octocat | pipe ``` fence\n```\n<!-- envelope-ci:x --> </details> <img src=x> [link](http://evil.example)"
@@ -339,7 +341,7 @@ def chart_of(markdown: str) -> str:
     return chart[1]
 
 
-def test_time_chart_base_pin_vs_this_run(example):
+def test_time_chart_draws_the_judged_pin_against_this_run(example):
     # order-status-json slower (on the time channel), intent-refund faster beyond the slack, refund-window a little slower: inside.
     report = with_cases(example, {
         "order-status-json": {"ms": 980.0, "channel": Channel.TIME, "outcome": Outcome.REGRESSION, "gate": Gate.FAIL},
@@ -350,18 +352,49 @@ def test_time_chart_base_pin_vs_this_run(example):
     assert "### Time moved (2)" in md
     assert md.index("### Channels by stratum") < md.index("### Time moved") < md.index("### Known failures")
     chart = chart_of(md)
-    assert chart.splitlines()[0] == "xychart-beta horizontal"
+    assert chart_statements(chart)[0] == "xychart-beta horizontal"
+    assert '    title "Time per case (ms): pin (judged against) vs this run"' in chart.splitlines()
     assert '"order-status-json · pin", "order-status-json · this run", "intent-refund · pin", "intent-refund · this run"' in chart
     assert "bar [412, 0, 302, 0]" in chart and "bar [0, 980, 0, 120]" in chart
+    assert f"each `pin` bar is the pin in {inline(example.run.pins)} that the gate judged the case against" in md
     # In a comment the chart is on the first screen, and GitHub's parser sees one mermaid code block.
     top, _ = first_screen(gfm(render_markdown(report, Detail.COLLAPSED)))
     assert top.count('lang="mermaid"') == 1
-    # With base pins, the chart compares against the base branch's pin.
+    # With base pins, the chart still draws the pin the gate judged against: the base branch's is not what failed.
     rows = tuple(BaseDiffRow(c.id, PinBrief(c.chars, c.tokens, 500.0 if c.id == "intent-refund" else c.ms, "right"), None, None, False, None)
                  for c in example.cases)
-    based = chart_of(render_markdown(replace(report, base=BaseDiff("git", None, True, rows, ()))))
-    assert "intent-refund · base pin" in based and "bar [412, 0, 500, 0]" in based
+    based_md = render_markdown(replace(report, base=BaseDiff("git", None, True, rows, ())))
+    based = chart_of(based_md)
+    assert "intent-refund · pin" in based and "bar [412, 0, 302, 0]" in based and "500" not in based
+    assert "that the gate judged" in based_md and "(this PR's, not the base branch's)" in based_md
     assert "### Time moved" not in render_markdown(example)
+
+
+def chart_statements(chart: str) -> list[str]:
+    """The chart's lines after its front matter (the config block between its two `---` lines)."""
+    lines = chart.splitlines()
+    assert lines[0] == "---"
+    return lines[lines.index("---", 1) + 1:]
+
+
+def chart_height(chart: str) -> int:
+    """The height the chart's front matter asks Mermaid for."""
+    [height] = re.findall(r"^    height: (\d+)$", chart, re.M)
+    return int(height)
+
+
+def test_time_chart_is_sized_to_its_cases(example):
+    def chart_with(n: int) -> str:
+        template = example.cases[1]  # order-status-json: pinned at 412 ms
+        cases = tuple(replace(template, id=f"case-{i}", ms=900.0 + i, channel=Channel.TIME) for i in range(n))
+        return chart_of(render_markdown(replace(example, cases=cases)))
+
+    one, two, full = (chart_height(chart_with(n)) for n in (1, 2, TIME_CHART_MAX + 5))
+    # One case is two bars: a short chart, not Mermaid's default 500 pixels (drawn some 600 tall on GitHub).
+    assert one < 200 and two > one
+    # Each case adds the same height, up to the 20 the chart draws.
+    assert full == one + (TIME_CHART_MAX - 1) * (two - one)
+    assert chart_with(1).splitlines()[:3] == ["---", "config:", "  xyChart:"]
 
 
 HOSTILE_IDS = ['q"uote', "br[ack]et, comma", "new\nline", "%%{init: {'theme': 'dark'}}%%", "fence ```` x", "@octocat <!-- m -->",
@@ -384,7 +417,7 @@ def test_time_chart_escapes_ids_and_is_capped(example):
         assert re.fullmatch(r"[\w .:/+'·…-]+", label), label
         assert len(label.split(" · ")[0]) <= 28
     assert "%%" not in chart and "@" not in chart and "<" not in chart
-    assert len(chart.splitlines()) == 6  # a newline in an id cannot add a statement
+    assert len(chart_statements(chart)) == 6  # a newline in an id cannot add a statement
     # Most moved first: case-24 is the slowest.
     assert labels[0] == "case-24 · pin"
     html_text = gfm(md)
@@ -437,6 +470,55 @@ def test_baseline_lowered_at_the_top(example):
     assert "Baseline lowered" not in render_markdown(example) and "baseline lowered" not in render_console(example)
 
 
+def test_each_note_and_blocker_is_a_paragraph_of_its_own(example):
+    notes = ("offline: graded 12 cases from the fixtures' own recordings; no endpoint was called",
+             "2 case(s) are graded on recordings that do not say what request they answered: a, b")
+    report = replace(example, verdict=Verdict.INCONCLUSIVE, blockers=("a repeat of c was lost",), notes=notes)
+    for detail in Detail:
+        html_text = gfm(render_markdown(report, detail))
+        [quote] = re.findall(r"<blockquote>\n(.*?)</blockquote>", html_text, re.S)
+        # GitHub's parser: one paragraph each, never "…no endpoint was called 2 case(s) are graded…" run together.
+        assert re.findall(r"<p>(.*?)</p>", quote, re.S) == [
+            "<strong>inconclusive:</strong> a repeat of c was lost", html.escape(notes[0], quote=False), notes[1]], detail
+    # One note is one paragraph, and no notes is no quote at all.
+    assert "<blockquote>\n<p>only</p>\n</blockquote>" in gfm(render_markdown(replace(example, notes=("only",))))
+    assert "<blockquote>" not in gfm(render_markdown(replace(example, notes=())))
+
+
+def with_model_change(report: Report, before: str | None, after: str | None) -> Report:
+    """`report` with base pins that name `before` where this PR's pins name `after`."""
+    return replace(report, base=BaseDiff("git", None, True, (), (), ModelChange(before, after)))
+
+
+def test_a_new_model_in_the_pins_heads_the_report_and_the_console(example):
+    report = with_model_change(example, "ferrylm-1.0", "ferrylm-1.1")
+    for detail in Detail:
+        first = render_markdown(report, detail, title="evals").splitlines()[0]
+        assert first == "## ✅ envelope-ci: pass — evals · model ferrylm-1.0 → ferrylm-1.1 in this PR's pins", detail
+    assert render_markdown(report).splitlines()[0].endswith(" · model ferrylm-1.0 → ferrylm-1.1 in this PR's pins")
+    assert render_console(report).splitlines()[1] == "model ferrylm-1.0 → ferrylm-1.1 in this PR's pins"
+    # The same model, or no base pins, says nothing.
+    for quiet in (example, replace(report, base=replace(report.base, model_change=None))):
+        assert "in this PR's pins" not in render_markdown(quiet) and "in this PR's pins" not in render_console(quiet)
+    # A model id is server text: escaped in the heading, which stays one heading; a missing one is said so.
+    hostile = with_model_change(example, None, "@octocat <img src=x> # [x](y)\n## forged")
+    heading = gfm(render_markdown(hostile)).split("\n")[0]
+    assert heading.startswith("<h2>") and heading.endswith("</h2>") and "<img" not in heading and "@octocat" not in heading
+    assert "model no model id → @\u200doctocat" in heading
+
+
+def test_report_json_names_the_model_the_pins_moved_to(tmp_path):
+    suite = copy_example(tmp_path, "support-bot")
+    head = json.loads((suite / "envelope-pins.json").read_text("utf-8"))
+    base = tmp_path / "base-pins.json"
+    base.write_text(json.dumps({**head, "fingerprint": {**head["fingerprint"], "model_id": "ferrylm-1.0"}}), "utf-8")
+    result, report = run_report(suite, tmp_path / "out", "--base-pins", base)
+    assert report["base"]["model_change"] == {"base": "ferrylm-1.0", "head": head["fingerprint"]["model_id"]}
+    md = (tmp_path / "out" / "report.md").read_text("utf-8")
+    assert md.splitlines()[0].endswith(f" · model ferrylm-1.0 → {head['fingerprint']['model_id']} in this PR's pins")
+    assert result.out.splitlines()[1] == f"model ferrylm-1.0 → {head['fingerprint']['model_id']} in this PR's pins"
+
+
 # -- console ---------------------------------------------------------------------------------
 
 def test_console_is_one_screen(tmp_path):
@@ -454,7 +536,7 @@ def test_console_is_one_screen(tmp_path):
     wrote = next(i for i, line in enumerate(lines) if line.startswith("wrote: "))
     assert "report.json" in lines[wrote] and "junit.xml" in lines[wrote]
     steps = lines[wrote + 1:]
-    assert steps[0].startswith("next: ") and all(line.startswith(("next: ", "    envelope-ci run ")) for line in steps)
+    assert steps[0].startswith("next: ") and all(line.startswith(("next: ", "    envelope-ci ")) for line in steps)
     assert steps[-1].startswith("    envelope-ci run ") and steps[-1].endswith("--lane smoke")
     assert render_console(Report.from_json(report)).splitlines()[0] == lines[0]
 

@@ -48,8 +48,11 @@ CASE_FIELDS = {"tool-call": {"tools": [LOOKUP_TOOL]}}
 
 
 def test_every_builtin_has_a_sample():
-    # llm-rubric needs a judge's recorded verdict beside the answer: tests/grading/test_judge.py
-    assert sorted(SAMPLES) == sorted(kind.name for kind in BUILTIN if kind.name != "llm-rubric")
+    # llm-rubric needs a judge's recorded verdict beside the answer: tests/grading/test_judge.py; similar an
+    # embedding (tests/grading/test_similar.py); cost and latency are budgets on the median of repeats
+    # (tests/grading/test_cost.py, tests/grading/test_latency.py)
+    elsewhere = {"llm-rubric", "similar", "cost", "latency"}
+    assert sorted(SAMPLES) == sorted(kind.name for kind in BUILTIN if kind.name not in elsewhere)
 
 
 @pytest.mark.parametrize("kind", BUILTIN, ids=lambda k: k.name)
@@ -57,9 +60,10 @@ def test_fragment_is_in_the_case_schema(kind):
     schema = case_schema()
     items = schema["properties"]["assert"]["items"]
     assert kind.name in items["properties"]["type"]["enum"]
-    (then,) = [b["then"] for b in items["allOf"] if b["if"] == {"properties": {"type": {"const": kind.name}}}]
+    (then,) = [b["then"] for b in items["allOf"] if b["if"]["properties"] == {"type": {"const": kind.name}}]
     assert then["properties"]["value"] == kind.value_schema
-    assert then.get("required", []) == ([] if kind.value_optional else ["value"]) + list(kind.entry_keys)
+    required = [k for k in kind.entry_keys if k not in kind.optional_keys]
+    assert then.get("required", []) == ([] if kind.value_optional else ["value"]) + required
     assert all(then["properties"][k] == schema for k, schema in kind.entry_keys.items())
     if kind.shorthand:
         assert {k: v for k, v in schema["properties"][kind.shorthand].items() if k != "description"} == dict(kind.value_schema)

@@ -141,7 +141,10 @@ def test_the_judge_is_part_of_the_fingerprint_and_the_pins(srv: FakeOpenAI, tmp_
     assert code == 0, err
     pins = json.loads((fixtures / "envelope-pins.json").read_text("utf-8"))
     assert pins["cases"]["refund"]["fingerprint"]["judge"] == "judge-model-9@0"
-    assert "judge" not in pins["fingerprint"]  # the run's own fingerprint has no judge: suites without one keep their bytes
+    # the run's own fingerprint names the judge that graded (docs/report.md); suites without one keep their bytes
+    assert pins["fingerprint"]["judge"] == "judge-model-9@0"
+    report = json.loads((tmp_path / "out" / "report.json").read_text("utf-8"))
+    assert report["fingerprint"]["judge"] == "judge-model-9@0"
 
 
 def test_another_judge_is_another_experiment() -> None:

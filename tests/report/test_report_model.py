@@ -27,7 +27,7 @@ def test_report_json_round_trips_and_validates(suite, tmp_path):
     assert dump_report(report) == text
     assert Report.from_json(report.to_json()) == report
     jsonschema.Draft202012Validator(report_schema()).validate(data)
-    assert data["report_version"] == REPORT_VERSION == 2
+    assert data["report_version"] == REPORT_VERSION == 3
 
 
 def test_every_case_row_carries_its_gate(tmp_path):

@@ -70,7 +70,8 @@ def test_a_changed_request_makes_the_recording_stale(tmp_path, change, words):
     message = stale_message(report)
     assert message.startswith("1 case(s) are graded on answers recorded for another request") and f"refund: {words}" in message, message
     step = next(step for step in report["next_steps"] if "re-record" in step["why"])
-    assert "--filter refund --record rerecorded.jsonl" in step["command"] and "envelope-ci import rerecorded.jsonl --into" in step["command"]
+    assert "--filter refund --record rerecorded.jsonl" in step["command"]
+    assert any((s["command"] or "").startswith("envelope-ci import rerecorded.jsonl --into") for s in report["next_steps"])
 
 
 def test_re_recording_clears_it(tmp_path):

@@ -106,7 +106,7 @@ def test_unknown_and_unused_variables_name_both(tmp_path):
             "- id: b\n  messages:\n    - role: user\n      content: [{type: text, text: '{{ x }}'}]\n  completion: ok\n")
     assert problems_of(make_suite(tmp_path, files={"cases.yaml": text})) == [
         "evals/cases.yaml:2: prompt: unknown variable 'nme': add it to the vars of case 'a'",
-        "evals/cases.yaml:3: vars.name: unused variable 'name': case 'a' has no {{ name }} in its prompt, system, messages or their files",
+        "evals/cases.yaml:4: vars.name: unused variable 'name': case 'a' has no {{ name }} in its prompt, system, messages or their files",
         "evals/cases.yaml:7: messages.0.content.0.text: unknown variable 'x': add it to the vars of case 'b'",
     ]
 
@@ -130,7 +130,9 @@ def test_a_var_used_only_where_it_is_not_sent_is_unused(tmp_path):
     ("  prompt: p\n  prompt_file: s.md\n", "evals/cases.yaml:3: prompt_file: give either 'prompt' or 'prompt_file', not both"),
     ("  messages: [{role: user, content: hi}]\n  system_file: s.md\n", "evals/cases.yaml:3: system_file: give either 'messages' or 'system_file', not both"),
     ("  prompt: p\n  vars: {my-var: x}\n", "evals/cases.yaml:3: vars: 'my-var' is not a variable name: letters, digits and _, not starting with a digit"),
-    ("  prompt: p\n  vars: {x: [1]}\n", "evals/cases.yaml:3: vars.x: [1] is not of type 'string', 'number', 'boolean'"),
+    ("  prompt: p\n  vars: {x: null}\n", "evals/cases.yaml:3: vars.x: None is not a variable's value: a string, number or "
+                                         "boolean, a list of them (a matrix: one case per value), or {value: [...]} (a list "
+                                         "sent as a list)"),
 ])
 def test_conflicting_and_malformed_keys(tmp_path, keys, expected):
     root = make_suite(tmp_path, files={"cases.yaml": "- id: a\n" + keys + "  completion: ok\n", "s.md": "S"})
@@ -205,7 +207,7 @@ def test_problems_in_defaults_point_at_the_defaults_once(tmp_path):
             "cases:\n  - id: a\n    completion: ok\n  - id: b\n    completion: ok\n    assert: [{type: contains, value: 1}]\n")
     assert problems_of(make_suite(tmp_path, files={"cases.yaml": text})) == [
         "evals/cases.yaml:6: tempreature: unknown key (did you mean 'temperature'?)",
-        "evals/cases.yaml:4: assert.0: 'value' is a required property",
+        "evals/cases.yaml:5: assert.0: 'value' is a required property",
         "evals/cases.yaml:2: max_tokens: 'ten' is not of type 'integer'",
         "evals/cases.yaml:12: assert.1.value: 1 is not of type 'string'",
     ]

@@ -848,6 +848,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n > 0 else b""
 
+    def _read_request(self) -> tuple[bytes, Any, str] | None:
+        """The request's raw body, its JSON (None when it is not JSON) and its path without the query; None when
+        the body could not be read."""
+        try:
+            raw = self._read_body()
+        except (OSError, ValueError):
+            self.close_connection = True
+            return None
+        path = self.path.split("?", 1)[0].rstrip("/")
+        try:
+            return raw, (json.loads(raw.decode("utf-8")) if raw else None), path
+        except (ValueError, UnicodeDecodeError):
+            return raw, None, path
+
     # ---------------------------------------------------------------- entry points
     def do_GET(self) -> None:
         self._guarded(self._get, time.monotonic())
@@ -882,21 +896,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._not_found()
 
     def _post(self, t: float) -> None:
-        try:
-            raw = self._read_body()
-        except (OSError, ValueError):
-            self.close_connection = True
-            return
+        read = self._read_request()
+        if read is not None:
+            self._answer(t, *read)
+
+    def _answer(self, t: float, raw: bytes, body: Any, path: str) -> None:
+        """A POST read: the chat completion planted for it (the fakes of other wire formats answer their own)."""
         fake = self.server.fake
-        path = self.path.split("?", 1)[0].rstrip("/")
         if not path.endswith("/chat/completions"):
             fake._record_plain(t, "POST", self.path, self.headers, raw, client=self.client_address)
             self._not_found()
             return
-        try:
-            body = json.loads(raw.decode("utf-8")) if raw else None
-        except (ValueError, UnicodeDecodeError):
-            body = None
         if not isinstance(body, dict):
             fake._record_plain(t, "POST", self.path, self.headers, raw, body=body, client=self.client_address)
             self._respond(400, _dumps(BAD_JSON_BODY), "application/json")
@@ -1252,6 +1262,10 @@ def _status_payload(body: Any) -> tuple[bytes, str]:
 class FakeOpenAI:
     """The fake server. See the module docstring for the full API."""
 
+    # The request handler: another wire format's fake (fake_anthropic, fake_responses) serves the same
+    # Behaviours in its own shapes by a handler subclass, with the same server machinery.
+    handler: type[_Handler] = _Handler
+
     def __init__(self, default: Behaviour | list[Behaviour] | None = None, *, port: int = 0,
                  chaos: Chaos | None = None) -> None:
         self.default: Behaviour | list[Behaviour] = default if default is not None else Behaviour.ok()
@@ -1273,7 +1287,7 @@ class FakeOpenAI:
         if self._server is not None:
             return self
         self._stop.clear()
-        self._server = _Server((HOST, self._requested_port), _Handler, self)
+        self._server = _Server((HOST, self._requested_port), self.handler, self)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
                                         name="fake-openai", daemon=True)
         self._thread.start()

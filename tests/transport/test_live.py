@@ -704,9 +704,9 @@ def test_record_then_replay_gives_the_same_grades(tmp_path, srv, stream):
             assert line["id"] == "rec-reset"
             continue
         assert isinstance(recorded["http_status"], int)
-        assert "set-cookie" not in recorded["headers"] and "authorization" not in recorded["headers"]
-        if stream and line["id"] in ("rec-ok", "rec-length", "rec-tool", "rec-cut"):
-            assert recorded["headers"]["content-type"].startswith("text/event-stream")
+        assert recorded["headers"] == {}  # no response header is recorded unless record_headers names it
+        if isinstance(recorded["body"], dict):
+            assert "id" not in recorded["body"] and "created" not in recorded["body"]
         assert isinstance(recorded["body"], (dict, str))
         if stream and recorded["http_status"] == 200:
             assert recorded["ttft_ms"] <= recorded["elapsed_ms"]

@@ -276,8 +276,9 @@ def test_recorded_envelope_shape():
     env = Envelope(http_status=200, elapsed_ms=12.5, ttft_ms=3.0, headers={"x": "1"}, body={"a": 1}, attempts=2,
                    stream_complete=True)
     assert envelope_to_raw(env) == {"http_status": 200, "headers": {"x": "1"}, "body": {"a": 1}, "elapsed_ms": 12.5,
-                                    "ttft_ms": 3.0, "stream_complete": True, "attempts": 2}
-    assert envelope_to_raw(Envelope(error="refused", elapsed_ms=1.0)) == {"error": "refused", "elapsed_ms": 1.0, "attempts": 1}
+                                    "ttft_ms": 3.0, "stream_complete": True, "attempts": 2, "provider": "openai-chat"}
+    assert envelope_to_raw(Envelope(error="refused", elapsed_ms=1.0)) == {"error": "refused", "elapsed_ms": 1.0, "attempts": 1,
+                                                                           "provider": "openai-chat"}
 
 
 

@@ -16,7 +16,7 @@ import msgspec
 
 from ...model import Check, Data, Expectation, Failure
 
-__all__ = ["Answer", "AssertionType", "Check", "Expectation", "Failure", "JudgeVerdict", "Resolve"]
+__all__ = ["Answer", "AssertionType", "Check", "Expectation", "Failure", "JudgeVerdict", "Resolve", "Usage"]
 
 
 class JudgeVerdict(Data, frozen=True):
@@ -27,8 +27,23 @@ class JudgeVerdict(Data, frozen=True):
     judge: str | None = None  # "<model id>@<temperature>", for the case's fingerprint
 
 
+class Usage(Data, frozen=True):
+    """The tokens one call took in and gave out: as the server reported them, or estimated (characters / 4) when it
+    did not, and which."""
+
+    input_tokens: int
+    output_tokens: int
+    input_estimated: bool
+    output_estimated: bool
+
+    @property
+    def estimated(self) -> bool:
+        return self.input_estimated or self.output_estimated
+
+
 class Answer(Data, frozen=True):
-    """The answer as assertions see it: the text, and the parsed JSON when the case wants JSON."""
+    """The answer as assertions see it: the text, the parsed JSON when the case wants JSON, and its envelope's
+    usage, model id, times and provider (budgets and plug-ins read them)."""
 
     text: str
     parsed: Any = None
@@ -36,6 +51,13 @@ class Answer(Data, frozen=True):
     # as the provider parsed them: {"type", "function": {"name", "arguments"}}
     tool_calls: tuple[Mapping[str, Any], ...] = ()
     verdicts: Mapping[str, JudgeVerdict] = msgspec.field(default_factory=dict)  # llm-rubric text -> its judge's verdict
+    usage: Usage | None = None  # None only for an Answer built by hand
+    model_id: str | None = None  # the model the answer names (its body's ``model``); None for a bare completion
+    elapsed_ms: float | None = None  # send to last byte; None for a bare completion
+    ttft_ms: float | None = None  # to the first token of a stream
+    provider: str | None = None  # the wire format its body was read in ("openai-chat"); None for a bare completion
+    # a text ``similar`` compares -> its embedding (grading.assertions.similar)
+    embeddings: Mapping[str, tuple[float, ...]] = msgspec.field(default_factory=dict)
 # A path a fixture names -> where it is (relative to the fixtures directory, or the repository root with a leading /).
 Resolve = Callable[[str], Path]
 
@@ -56,8 +78,9 @@ class AssertionType:
     content assertion say the answer is unusable rather than wrong (``tool-call``: arguments
     that are not JSON): its reasons are labelled ``schema``, in either form, before content.
     ``entry_keys`` are keys its ``assert`` entry takes besides ``value`` (llm-rubric's
-    ``endpoint``), each required, with its schema: ``value_problem`` and ``prepare`` then
-    receive ``{"value": ..., KEY: ...}``.
+    ``endpoint``), each required unless named in ``optional_keys``, with its schema:
+    ``value_problem`` and ``prepare`` then receive ``{"value": ..., KEY: ...}`` (None for a key
+    left out).
     """
 
     name: str
@@ -75,6 +98,7 @@ class AssertionType:
     references: Callable[[Any], Sequence[str]] | None = None
     check_shape: Check | None = None
     entry_keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    optional_keys: frozenset[str] = frozenset()
     # The failures grading asks it for (``Expectation.failures_as``): its own, and ``schema`` too with a
     # ``check_shape``.
     judged_as: frozenset[Failure] = field(init=False, repr=False, compare=False)

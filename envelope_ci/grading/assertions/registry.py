@@ -15,6 +15,7 @@ from . import (
     contains,
     contains_all,
     contains_any,
+    cost,
     equals,
     icontains,
     icontains_all,
@@ -22,9 +23,11 @@ from . import (
     is_json,
     json_path,
     json_subset,
+    latency,
     max_chars,
     python_grader,
     regex,
+    similar,
     starts_with,
     tool_call,
 )
@@ -53,6 +56,9 @@ BUILTIN: tuple[AssertionType, ...] = (
     python_grader.ASSERTION,
     tool_call.ASSERTION,
     LLM_RUBRIC,
+    cost.ASSERTION,
+    latency.ASSERTION,
+    similar.ASSERTION,
 )
 
 
@@ -109,7 +115,7 @@ def schema_fragments() -> dict[str, Any]:
         what = f"Shorthand for {{type: {NEGATION_PREFIX if negated else ''}{kind.name}}}"
         props[key] = {**kind.value_schema, "description": f"{what}: {kind.description}"}
     branches = []
-    entry_keys = {k: v for kind in assertion_types().values() for k, v in kind.entry_keys.items()}
+    entry_keys = _entry_keys()
     for name in type_names():
         found = lookup(name)
         assert found is not None  # type_names lists only names lookup knows
@@ -118,10 +124,12 @@ def schema_fragments() -> dict[str, Any]:
         then: dict[str, Any] = {"properties": {"value": kind.value_schema,
                                                **{k: False for k in entry_keys if k not in kind.entry_keys},
                                                **kind.entry_keys}}
-        required = ([] if kind.value_optional else ["value"]) + list(kind.entry_keys)
+        required = ([] if kind.value_optional else ["value"]) + [k for k in kind.entry_keys
+                                                                  if k not in kind.optional_keys]
         if required:
             then["required"] = required
-        branches.append({"if": {"properties": {"type": {"const": name}}}, "then": then})
+        # `required`: an entry without a type (a typo, `tpye`) is not every type at once
+        branches.append({"if": {"required": ["type"], "properties": {"type": {"const": name}}}, "then": then})
     props["assert"] = {
         "type": "array",
         "description": "Assertions on the answer, checked in order (promptfoo's names where they overlap).",
@@ -135,3 +143,13 @@ def schema_fragments() -> dict[str, Any]:
         },
     }
     return props
+
+
+def _entry_keys() -> dict[str, Any]:
+    """Every key an ``assert`` entry may take besides type, value and description, with the schema its types agree
+    on: ``threshold`` differs by type, and each type's own branch checks it."""
+    out: dict[str, Any] = {}
+    for kind in assertion_types().values():
+        for key, schema in kind.entry_keys.items():
+            out[key] = schema if out.get(key, schema) == schema else {}
+    return out

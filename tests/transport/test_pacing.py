@@ -1,0 +1,184 @@
+"""Pacing to a request limit's refill rate: the x-ratelimit-*-requests headers read as OpenAI means them.
+
+The pacer is tested alone with a fake clock; the live tests run ``run_live`` against a token bucket
+on 127.0.0.1 (``tests/support/token_bucket.py``) small and fast enough for a unit test, and assert
+what the server saw (its 429s, the gaps between the requests it took), never a run's wall time.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+
+from envelope_ci.model import Case, RetryPolicy
+from envelope_ci.transport.adaptive import Pacer
+from envelope_ci.transport.http import ClientSettings
+from envelope_ci.transport.pool import LiveOutcome, run_live
+from envelope_ci.transport.retry import Throttle
+from envelope_ci.transport.retry_after import (
+    RequestLimit,
+    rate_limit_reset_s,
+    request_limit,
+    spent_limit_reset_s,
+)
+from tests.support.token_bucket import TokenBucket, serve_token_bucket
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pacer(max_wait_s: float = 60.0) -> tuple[Pacer, Clock]:
+    clock = Clock()
+    return Pacer(max_wait_s, clock), clock
+
+
+# --------------------------------------------------------------------------- the headers
+@pytest.mark.parametrize("headers, expected", [
+    ({"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s"},
+     RequestLimit(120, 0, 60.0)),
+    ({"X-RateLimit-Limit-Requests": "60", "X-RateLimit-Remaining-Requests": "59", "X-RateLimit-Reset-Requests": "1s"},
+     RequestLimit(60, 59, 1.0)),
+    ({"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "500ms"},
+     RequestLimit(10, 3, 0.5)),
+    ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}, None),  # no size: no rate
+    ({"x-ratelimit-limit-requests": "0", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"},
+     None),
+    ({"x-ratelimit-limit-requests": "inf", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"},
+     None),
+    ({"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "5", "x-ratelimit-reset-requests": "soon"},
+     None),
+])
+def test_a_request_limit_is_read_from_its_three_headers(headers, expected):
+    assert request_limit(headers) == expected
+
+
+def test_the_refill_rate_is_what_the_limit_lacks_over_its_time_to_full():
+    assert RequestLimit(120, 0, 60.0).refill_per_s == 2.0
+    assert RequestLimit(100, 40, 30.0).refill_per_s == 2.0
+    assert RequestLimit(100, 100, 0.0).refill_per_s is None  # full: says nothing of its rate
+    assert RequestLimit(120, 0, 60.0).next_in_s == 0.5  # one request's refill, not the minute until full
+    assert RequestLimit(120, 7, 56.5).next_in_s == 0.0
+
+
+def test_a_429_without_retry_after_waits_for_one_request_to_refill_not_for_the_limit_to_fill():
+    spent = {"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0",
+             "x-ratelimit-reset-requests": "1m0s"}
+    assert rate_limit_reset_s(spent) == 0.5
+    del spent["x-ratelimit-limit-requests"]  # without the size, the reset is all there is
+    assert rate_limit_reset_s(spent) == 60.0
+
+
+def test_an_answer_holds_only_for_the_limits_the_pacer_cannot_space_to():
+    headers = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s",
+               "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "2s"}
+    assert spent_limit_reset_s(headers) == 30.0
+    assert spent_limit_reset_s(headers, ("tokens",)) == 2.0
+
+
+# --------------------------------------------------------------------------- the pacer, on a fake clock
+def test_nothing_is_held_until_an_answer_states_the_limit():
+    pace, _ = pacer()
+    assert [pace.admit()[1] for _ in range(50)] == [0.0] * 50
+    assert pace.held == 0
+
+
+def test_a_spent_limit_spaces_the_starts_at_its_refill_rate():
+    pace, _ = pacer()
+    start, _ = pace.admit()
+    pace.observe(start, RequestLimit(120, 0, 60.0))  # 2 a second
+    assert [pace.admit()[1] for _ in range(4)] == [1.0, 1.5, 2.0, 2.5]  # one kept in hand: a refill later, then 0.5 s apart
+    assert pace.held == 4 and pace.held_s == 2.5  # the waits overlap: the run was held 2.5 s, not 7
+
+
+def test_the_starts_the_server_had_not_counted_are_taken_from_what_it_says_is_left():
+    pace, _ = pacer()
+    first, _ = pace.admit()
+    for _ in range(3):  # three more sent before the first one's answer came
+        pace.admit()
+    pace.observe(first, RequestLimit(120, 5, 57.5))  # 5 left as the server counted the first: 2 after the three
+    assert pace.admit()[1] == 0.0
+    assert pace.admit()[1] == 0.5  # the last one is kept in hand
+
+
+def test_time_refills_the_mirror_up_to_the_limit():
+    pace, clock = pacer()
+    start, _ = pace.admit()
+    pace.observe(start, RequestLimit(10, 0, 5.0))  # 2 a second, 10 at most
+    clock.now += 1.75
+    assert [pace.admit()[1] for _ in range(3)] == [0.0, 0.0, 0.25]  # 3.5 refilled: two at once and one in hand
+    clock.now += 3600
+    assert [pace.admit()[1] for _ in range(9)] == [0.0] * 9
+    assert pace.admit()[1] == 0.5  # never more than the limit's size at once
+
+
+def test_an_answer_older_than_the_last_does_not_set_the_mirror():
+    pace, _ = pacer()
+    old, _ = pace.admit()
+    new, _ = pace.admit()
+    pace.observe(new, RequestLimit(120, 0, 60.0))
+    pace.observe(old, RequestLimit(120, 100, 10.0))  # stale: it says there was room before the newer answer
+    assert pace.admit()[1] > 0
+
+
+def test_a_wait_longer_than_max_retry_after_is_not_taken():
+    pace, _ = pacer(max_wait_s=3.0)
+    start, _ = pace.admit()
+    pace.observe(start, RequestLimit(100, 0, 1000.0))  # one request every 10 s
+    assert pace.admit()[1] == 0.0  # sent at once: the server refuses it, and the 429's Retry-After decides
+    assert pace.held == 0
+
+
+def test_each_endpoint_is_paced_to_its_own_limit():
+    throttle = Throttle(threading.Event())
+    model, start = throttle.turn(("http://model", "m"))
+    model.observe(start, RequestLimit(100, 0, 20.0))  # spent: one request every 0.2 s, one kept in hand
+    judge, _ = throttle.turn(("http://judge", "j"))
+    assert judge is not model and throttle.spaced()[0] == 0  # the judge's server has its own limit
+    assert throttle.turn(("http://model", "m"))[0] is model and throttle.spaced()[0] == 1
+
+
+# --------------------------------------------------------------------------- live, against a token bucket
+def cases(n: int) -> list[Case]:
+    return [Case(id=f"b{i}", stratum=None, messages=({"role": "user", "content": f"Say ok [[b{i}]]"},), file="t",
+                 line=None, digest="") for i in range(n)]
+
+
+def bucket_run(bucket: TokenBucket, n: int, concurrency: int, policy: RetryPolicy | None = None
+               ) -> tuple[LiveOutcome, list[float]]:
+    """The run's outcome and the arrival times of the requests the bucket let through."""
+    with serve_token_bucket(bucket) as srv:
+        out = run_live(cases(n), ClientSettings(base_url=srv.url, model="m"), concurrency=concurrency,
+                       policy=policy or RetryPolicy())
+    taken = [r.t for r in srv.all_requests if r.behaviour is not None and r.behaviour.status_code == 200]
+    assert srv.errors == []
+    return out, sorted(taken)
+
+
+def test_a_run_past_the_bucket_is_paced_to_its_refill_not_held_until_it_is_full():
+    """30 at once refilling 10 a second, 45 cases: 15 past the burst take 1.5 s paced; holding until full took 3 s."""
+    bucket = TokenBucket(rpm=600, burst=30, minute_s=60.0)
+    out, taken = bucket_run(bucket, 45, 8)
+    assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 45
+    assert bucket.counts["refused"] <= 4, bucket.counts  # unpaced, 8 workers meet a bucket refilling one a 100 ms
+    gaps = [b - a for a, b in itertools.pairwise(taken)]
+    assert max(gaps) < 1.5, max(gaps)  # no hold until the bucket is full again (3 s)
+    assert sum(1 for gap in gaps if gap >= 0.05) >= 10  # the starts past the burst were spaced, not sent together
+    assert out.spaced >= 10 and any("paced to the server's request limit" in r for r in out.remarks())
+
+
+def test_pacing_to_the_refill_is_not_waiting_on_rate_limits():
+    """--max-rate-limit-wait bounds waiting on refusals; a run going as fast as the bucket refills is not refused."""
+    bucket = TokenBucket(rpm=600, burst=10, minute_s=60.0)
+    out, _ = bucket_run(bucket, 40, 4, RetryPolicy(max_rate_limit_wait_s=2.0))
+    assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 40
+    assert not out.rate_limit_spent and out.rate_limit_wait_s <= 2.0
+    assert out.spaced_s > 2.0  # 30 past the burst at 10 a second: had it counted, the run would have stopped
+

@@ -286,7 +286,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     gathered = replace(gathered, envelopes={})
     shape = RunShape(config.lane, config.endpoint_class, config.temperature, bool(config.base_url),
                      _partial_blocker(partial) or shard_blocker(config.shard, len(cases), len(suite)), recordings.stale,
-                     recordings.unverified)
+                     recordings.unverified, filtered=bool(config.filters))
 
     def judged(against: Pins | None) -> Analysis[CaseResult]:
         lowered = downgraded_pins(base.pins, against) if base is not None else ()

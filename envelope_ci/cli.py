@@ -79,13 +79,18 @@ key) grade real answers instead of hand-typed ones. Your fixture files are not e
 file's envelopes go beside it, in FILE.recorded.jsonl (cases.yaml -> cases.yaml.recorded.jsonl),
 which is read with it. Several lines for one case are its repeats. A line whose id matches no
 case is an error, and then nothing is written. The recorded answers are part of the fixtures
-(and of the fixtures hash): review them, then re-pin."""
+(and of the fixtures hash): review them, then re-pin.
+
+Given a promptfoo config (promptfooconfig.yaml, .yml or .json) instead, import converts it into
+the directory: fixtures, envelope-ci.yaml, and IMPORT.md with the run commands and every item
+it could not convert, and why (docs/promptfoo.md). Nothing the config names is run."""
 
 IMPORT_EPILOG = """\
 examples:
   EVAL_API_KEY=... envelope-ci run evals/ --base-url https://host/v1 --model gpt-4o-mini --record run.jsonl
   envelope-ci import run.jsonl --into evals/
   envelope-ci run evals/ --lane adjudication --write-pins    then commit evals/ (sidecars and pins)
+  envelope-ci import promptfooconfig.yaml --into evals/ --dry-run   what a promptfoo config would lose
 """
 HISTORY_DESCRIPTION = """\
 Read the pins file's history with git: one point per commit that changed it on the first-parent
@@ -272,10 +277,16 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write a live run's recordings (run --record) into the fixtures, for offline runs",
                          description=IMPORT_DESCRIPTION, epilog=IMPORT_EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    imp.add_argument("recordings", metavar="RECORDINGS", type=Path,
-                     help="a JSONL file written by run --record (outside the fixtures directory)")
+    imp.add_argument("recordings", metavar="FILE", type=Path,
+                     help="a JSONL file written by run --record (outside the fixtures directory), or a promptfoo "
+                     "config (promptfooconfig.yaml, .yml or .json) to convert into fixtures")
     imp.add_argument("--into", metavar="FIXTURES_DIR", type=Path, required=True,
-                     help="the fixtures directory whose cases get the envelopes")
+                     help="the fixtures directory whose cases get the envelopes, or that a promptfoo config's cases, "
+                     "envelope-ci.yaml and IMPORT.md are written into")
+    imp.add_argument("--dry-run", action="store_true",
+                     help="promptfoo config: print what would not be converted, and write nothing")
+    imp.add_argument("--force", action="store_true",
+                     help="promptfoo config: overwrite files that exist already (else nothing is written)")
     return parser
 
 
@@ -425,7 +436,13 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from .sources.importer import import_recordings
+    from .sources.promptfoo import looks_like_promptfoo
 
+    if looks_like_promptfoo(args.recordings):
+        return _import_promptfoo(args)
+    if args.dry_run or args.force:
+        raise UsageError("--dry-run and --force are for a promptfoo config; recordings are checked whole before "
+                         "anything is written")
     done = import_recordings(args.recordings, args.into)
     cases = sum(n for _, n in done.sidecars)
     print(f"imported {done.envelopes} envelope(s) for {cases} case(s) from {args.recordings.as_posix()}:")
@@ -437,6 +454,25 @@ def cmd_import(args: argparse.Namespace) -> int:
     into = shlex.quote(args.into.as_posix())
     print(f"next: the recorded answers are fixtures now; review them, then re-pin and commit\n"
           f"  envelope-ci run {into}\n  envelope-ci run {into} --lane adjudication --write-pins")
+    return int(ExitCode.PASS)
+
+
+def _import_promptfoo(args: argparse.Namespace) -> int:
+    """Convert a promptfoo config: with --dry-run, print only what would not be converted."""
+    from .sources.promptfoo import plan, write
+
+    done, files = plan(args.recordings, args.into)
+    if args.dry_run:
+        print(f"not converted ({len(done.skipped)}):")
+        for item in done.skipped:
+            print(f"  {one_line(item.line())}")
+        return int(ExitCode.PASS)
+    write(files, args.force)
+    print(f"converted {done.cases} case(s) from {args.recordings.as_posix()}; wrote {len(files)} files:")
+    for path in files:
+        print(f"  {path.as_posix()}")
+    print(f"{len(done.skipped)} item(s) not converted: listed with why in "
+          f"{(args.into / 'IMPORT.md').as_posix()}, with the commands to run the suite")
     return int(ExitCode.PASS)
 
 

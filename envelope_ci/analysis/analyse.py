@@ -31,6 +31,9 @@ class RunShape:
     # differs), and cases answered by recordings that carry no request record (older ones).
     stale: Mapping[str, str] = field(default_factory=dict)
     unverified: tuple[str, ...] = ()
+    # A --filter run: the cases a person picked are no fair sample of the endpoint's level (they may be the slow
+    # ones), so its level is reported, never judged against, recorded or alerted on (analysis.levels).
+    filtered: bool = False
 
 
 # The results an analysis holds: a run's CaseResult, or a merge's rows (what the report needs of them differs).
@@ -162,11 +165,14 @@ def analyse(
     """
     fp = run_fingerprint(shape, grades)
     own = run_level(grades) if shape.live else None  # a live run is one batch; offline, each recording says its own
+    judged_at = None if shape.filtered else own
     results = tuple(judge_case(c, grades[c.id], fp, pins.cases.get(c.id) if pins else None, thresholds,
-                               own if shape.live else recorded_level(grades[c.id])) for c in cases)
+                               judged_at if shape.live else recorded_level(grades[c.id])) for c in cases)
     changes = fixture_changes(cases if suite is None else suite, pins, current_hash, files)
     concluded = conclude(results, fp, changes, shape, thresholds, extra_blockers, lowered)
-    return replace(concluded, level_ms=own)
+    if shape.filtered and own is not None:  # said, from the subset; judged, recorded and alerted on never
+        concluded = replace(concluded, latency=latency_shift(results, True, own))
+    return replace(concluded, level_ms=judged_at)
 
 
 def conclude(
@@ -185,8 +191,8 @@ def conclude(
     strata, alerts, held = strata_report(results, thresholds)
     if shape.partial:
         alerts, held = [], [shape.partial]
-    shift = latency_shift(results, bool(shape.partial))
-    shifted = shift_alert_message(shift, thresholds)
+    shift = latency_shift(results, shape.filtered)
+    shifted = shift_alert_message(shift, thresholds) if not shape.filtered else None
     alerts += [a for a in (fixtures_alert(changes), fingerprint_alert(results, thresholds),
                            lowered_alert(lowered, thresholds), *recordings_alerts(shape, thresholds),
                            Alert("latency_shift", None, shifted) if shifted else None) if a]

@@ -27,15 +27,11 @@ class CaseResult(Data, frozen=True):
     comparable: bool | None
     outcome: Outcome
     level_ms: float | None = None  # the level its time was measured at (analysis.levels), when it has its own
+    passes: tuple[int, int] = (0, 0)  # right repeats out of delivered ones: what a pin keeps, what a stratum counts
 
     @property
     def id(self) -> str:
         return self.case.id
-
-    @property
-    def passes(self) -> tuple[int, int]:
-        """Right repeats out of delivered ones: what a pin keeps, and what a stratum counts."""
-        return passes_of(g.label for g in self.grades)
 
     @property
     def stratum(self) -> str | None:
@@ -218,12 +214,22 @@ def outcome_of(label: Label, channel: Channel, pin: Pin | None, passes: tuple[in
     if not was_good and now_good:
         return Outcome.IMPROVEMENT, None
     if not was_good:
-        pinned = pin.right_of
-        if 0 < pinned[0] < pinned[1] and passes[0] < passes[1]:
-            dropped, why = flaky_judgement(pinned, passes, alpha)
-            return (Outcome.REGRESSION if dropped else Outcome.KNOWN_FAILURE), why
-        return Outcome.KNOWN_FAILURE, None
+        return _against_a_pin_not_good(pin.right_of, passes, alpha)
     return Outcome.UNCHANGED, None
+
+
+def _against_a_pin_not_good(pinned: tuple[int, int], passes: tuple[int, int],
+                            alpha: float) -> tuple[Outcome, str | None]:
+    """A case whose pin was no last-good baseline and is still not stable: a regression when it was right every
+    time (its pin broke a size or time budget) and now is not, or when a flaky pin's rate dropped."""
+    if passes[0] == passes[1]:  # right every time now too: what still fails is its envelope, as pinned
+        return Outcome.KNOWN_FAILURE, None
+    if pinned[0] == pinned[1]:
+        return Outcome.REGRESSION, None
+    if pinned[0] == 0:
+        return Outcome.KNOWN_FAILURE, None
+    dropped, why = flaky_judgement(pinned, passes, alpha)
+    return (Outcome.REGRESSION if dropped else Outcome.KNOWN_FAILURE), why
 
 
 @lru_cache(maxsize=256)
@@ -266,10 +272,10 @@ def judge_case(
     # Size and time are judged against the last-good measurement only: a failing answer's
     # size is no baseline (a fix that answers at full length is not a size regression).
     baseline = pin if pin is not None and pinned_good(pin) else None
-    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds,
-                                            Timing(level_ms, len(grades)), case.max_cost, case.max_latency_ms)
-    reasons = [*shown_repeat(grades, label).reasons, *envelope_reasons]
     passes = passes_of(g.label for g in grades)
+    channel, envelope_reasons = channel_for(label, measure, case.max_chars, baseline, bool(comparable), thresholds,
+                                            Timing(level_ms, passes[1]), case.max_cost, case.max_latency_ms)
+    reasons = [*shown_repeat(grades, label).reasons, *envelope_reasons]
     outcome, flaky = outcome_of(label, channel, pin, passes, thresholds.flip_alpha)
     if flaky:
         reasons.append(flaky)
@@ -283,6 +289,6 @@ def judge_case(
         reasons.append("no expectation: this case can only fail on envelope channels "
                        "(transport, truncation, size, time)")
     return CaseResult(case, label, channel, tuple(reasons), measure, tuple(grades), fp, pin, comparable, outcome,
-                      level_ms)
+                      level_ms, passes)
 
 

@@ -86,13 +86,14 @@ def time_breaches(measure: Measure, pin: Pin | None, t: Thresholds, timing: Timi
         return []
     timing = timing or _PLAIN
     scale = scale_of(pin, timing)
-    scaled = f" x{scale:.2f} for the level {pin.level_ms:.0f} → {timing.level_ms:.0f} ms" if scale != 1.0 else ""
     out = []
     for name, now, pinned in (("time", measure.ms, pin.ms), ("time p95", measure.ms_p95, _p95(pin, timing))):
         if now is None or pinned is None:
             continue
         limit = time_limit_ms(pinned * scale, t)
         if now > limit:
+            scaled = (f" x{scale:.2f} for the level {pin.level_ms:.0f} → {timing.level_ms:.0f} ms" if scale != 1.0
+                      else "")
             out.append(f"{name}: {now:.1f} ms > {limit:.1f} ms (pin {pinned:.1f} ms{scaled})")
     return out
 

@@ -32,9 +32,15 @@ def detectable(pinned: tuple[int, int], repeats: int, alpha: float) -> bool:
     return drop_p_value(pinned, (0, repeats)) <= alpha
 
 
-def repeats_to_tell(rate: float, alpha: float) -> int | None:
-    """The fewest repeats, pinned and run alike, at which a fall from ``rate`` to nothing right is shown at
+def repeats_to_tell(pinned: tuple[int, int], alpha: float) -> int | None:
+    """The fewest repeats of a run at which, against this pin as it stands, a fall to nothing right is shown at
     ``alpha``."""
+    return next((n for n in range(1, _MOST_REPEATS + 1) if detectable(pinned, n, alpha)), None)
+
+
+def repeats_to_repin(rate: float, alpha: float) -> int | None:
+    """The fewest repeats, pinned and run alike, at which a fall from ``rate`` to nothing right is shown: for a pin
+    with too few repeats for any run to tell."""
     for repeats in range(2, _MOST_REPEATS + 1):
         right = round(rate * repeats)
         if 0 < right and detectable((right, repeats), repeats, alpha):
@@ -51,6 +57,15 @@ def flaky_judgement(pinned: tuple[int, int], now: tuple[int, int], alpha: float)
     said += f", within noise (p = {p:.3g} > flip_alpha {alpha:g})"
     if detectable(pinned, now[1], alpha):
         return False, said
-    needed = repeats_to_tell(pinned[0] / pinned[1], alpha)
-    advice = f"use --repeats {needed} or more" if needed else "the case is too flaky to judge by repeats"
-    return False, f"{said}; cannot tell at {now[1]} repeats; {advice}"
+    return False, f"{said}; cannot tell at {now[1]} repeats; {_advice(pinned, alpha)}"
+
+
+def _advice(pinned: tuple[int, int], alpha: float) -> str:
+    """How many repeats would tell: of the run against this pin, else of a new pin and the runs after it."""
+    needed = repeats_to_tell(pinned, alpha)
+    if needed is not None:
+        return f"use --repeats {needed} or more"
+    both = repeats_to_repin(pinned[0] / pinned[1], alpha)
+    if both is not None:
+        return f"re-pin with --repeats {both} and run with as many: no run can tell against this pin"
+    return "the case is too flaky to judge by repeats"

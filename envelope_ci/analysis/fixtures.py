@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..findings import Alert, FixtureChanges
-from ..model import Case, Pins
+from ..model import Case, Pin, Pins
 
 
 def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
@@ -19,7 +19,7 @@ def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
     added = tuple(sorted(set(by_id) - set(pins.cases)))
     removed = tuple(sorted(set(pins.cases) - set(by_id)))
     changed = [c for cid, c in by_id.items() if cid in pins.cases and pins.cases[cid].hash != c.digest]
-    retimed = tuple(sorted(c.id for c in changed if _only_retimed(c, pins)))
+    retimed = tuple(sorted(c.id for c in changed if change_of(pins.cases[c.id], c) == "retimed"))
     modified = tuple(sorted({c.id for c in changed}.difference(retimed)))
     return FixtureChanges(
         hash=current_hash,
@@ -34,9 +34,14 @@ def fixture_changes(cases: Iterable[Case], pins: Pins | None, current_hash: str,
     )
 
 
-def _only_retimed(case: Case, pins: Pins) -> bool:
-    """The case changed only in its recordings' times or usage: its pin's untimed digest still holds."""
-    return pins.cases[case.id].answer == case.untimed_digest
+def change_of(pin: Pin | None, case: Case) -> str | None:
+    """What changed in a case since ``pin``: ``added`` (no pin), nothing, ``retimed`` (only its recordings' times or
+    usage: the pin's untimed digest still holds) or ``modified``."""
+    if pin is None:
+        return "added"
+    if pin.hash == case.digest:
+        return None
+    return "retimed" if pin.answer == case.untimed_digest else "modified"
 
 
 def fixtures_alert(changes: FixtureChanges) -> Alert | None:

@@ -48,16 +48,17 @@ def pinned_level(level_ms: float | None, old: Pin | None, lent: float | None) ->
     return old.level_ms if old is not None and old.level_ms else lent
 
 
-def latency_shift(results: Sequence[Judged], partial: bool) -> LatencyShift | None:
+def latency_shift(results: Sequence[Judged], partial: bool, subset_level: float | None = None) -> LatencyShift | None:
     """How the run's level compares with the pins', over the cases timed at a level of their own against a
-    last-good pin that has one."""
-    pairs = [(r.level_ms, r.pin.level_ms) for r in results
+    last-good pin that has one (a --filter run: at its subset's level, ``subset_level``, which judged none of
+    them)."""
+    pairs = [(level, pinned) for r in results
              if r.delivered and r.comparable and r.pin is not None and pinned_good(r.pin)
-             and r.level_ms and r.pin.level_ms]
+             for level, pinned in ((subset_level or r.level_ms, r.pin.level_ms),) if level and pinned]
     if not pairs:
         return None
-    now = round(median([p[0] for p in pairs]), 3)
-    pinned = round(median([p[1] for p in pairs]), 3)
+    now = round(median([level for level, _ in pairs]), 3)
+    pinned = round(median([pin_level for _, pin_level in pairs]), 3)
     return LatencyShift(pins_ms=pinned, run_ms=now, factor=round(now / pinned, 3), cases=len(pairs), subset=partial)
 
 

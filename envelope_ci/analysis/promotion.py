@@ -126,7 +126,7 @@ def new_pins(analysis: Analysis[CaseResult], thresholds: Thresholds, files: Mapp
             fingerprint=Fingerprint(Lane.ADJUDICATION.value, *r.fingerprint.comparable_key()),
             level_ms=_ms(pinned_level(r.level_ms, prior, lent)) if r.measure.ms is not None else None,
             passes=r.passes,
-            answer=r.case.untimed_digest,
+            answer=r.case.answer_digest,  # only a recorded case can be retimed: the others' hash says it all
         )
         cases[r.case.id] = prior if prior is not None and _within_noise(prior, pin, thresholds) else pin
     return Pins(analysis.fixtures.hash, analysis.fingerprint, cases, dict(files))

@@ -34,7 +34,7 @@ def _head(report: Report) -> list[str]:
         "labels: " + " ".join(f"{k}={v}" for k, v in s.counts.items()),
         f"naive_pass_rate={fmt_rate(s.naive_pass_rate)} yield={fmt_rate(s.yield_)} "
         f"accuracy_on_yield={fmt_rate(s.accuracy_on_yield)}",
-        "strata: " + "  ".join(f"{name} {v.passed}/{v.n} ({fmt_rate(v.pass_rate)})"
+        "strata: " + "  ".join(f"{name} {v.passed:.4g}/{v.n} ({fmt_rate(v.pass_rate)})"
                                for name, v in report.strata.items()),
         f"lanes: matched={lanes.matched_fingerprints} mismatched={lanes.fingerprint_mismatches} "
         f"flips={lanes.grade_flips} unpinned={lanes.unpinned}",

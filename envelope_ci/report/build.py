@@ -8,10 +8,11 @@ from msgspec.structs import replace
 
 from ..analysis.analyse import Analysis
 from ..analysis.cases import CaseResult, Judged
+from ..analysis.fixtures import change_of
 from ..analysis.promotion import pin_brief
 from ..canonical import LONE_SURROGATE
 from ..findings import Alert, PinBrief, PinsUpdate
-from ..model import Case, Gate, Grade, Outcome, Pin, Pins
+from ..model import Gate, Grade, Outcome, Pins
 from .model import REPORT_VERSION, BaseDiff, BaseDiffRow, CaseRow, ModelChange, Report, RunInfo
 from .next_steps import next_steps
 from .notes import latency_note
@@ -88,15 +89,6 @@ def model_change(base: Pins | None, head: Pins | None) -> ModelChange | None:
     return None if before == after else ModelChange(scrub(before), scrub(after))
 
 
-def _fixture_change(base_pin: Pin | None, case: Case) -> str | None:
-    """What this PR did to a case, from the base branch's pin (its hash is the case as the base branch had it)."""
-    if base_pin is None:
-        return "added"
-    if base_pin.hash == case.digest:
-        return None
-    return "retimed" if base_pin.answer == case.untimed_digest else "modified"
-
-
 def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins | None,
                    elsewhere: Collection[str] = ()) -> tuple[BaseDiffRow, ...]:
     """Per case: the base branch's pin, the head's pin, and this run; which pins the PR moved.
@@ -109,7 +101,7 @@ def base_diff_rows(results: Sequence[CaseResult], base: Pins | None, head: Pins 
         seen.add(r.case.id)
         b = base.cases.get(r.case.id) if base else None
         h = head.cases.get(r.case.id) if head else None
-        fixture = None if base is None else _fixture_change(b, r.case)
+        fixture = None if base is None else change_of(b, r.case)  # the base pin's hash is the case as it was there
         rows.append(BaseDiffRow(
             id=r.case.id,
             base=pin_brief(b),

@@ -101,6 +101,7 @@ class CaseRow(Data, frozen=True):
     model_id: str | None
     attempts: int
     repeats: int
+    passes: tuple[int, int]  # right repeats out of delivered ones
     outcome: Outcome
     comparable: bool | None
     reasons: tuple[str, ...]
@@ -110,7 +111,6 @@ class CaseRow(Data, frozen=True):
     pin: Pin | None
     gate: Gate
     level_ms: float | None = None  # the level its time was judged at (docs/gate.md), when it had one of its own
-    passes: tuple[int, int] | None = None  # right repeats out of delivered ones
 
     @property
     def stratum_name(self) -> str:

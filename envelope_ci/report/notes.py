@@ -15,7 +15,8 @@ def latency_note(shift: LatencyShift | None) -> list[str]:
     """The run's latency level against the pins': said on every run that has both, failing or not."""
     if shift is None:
         return []
-    subset = " (the level comes from a subset: the cases this run selected)" if shift.subset else ""
+    subset = (" (the level comes from a subset: the cases this --filter run selected, which judges each case "
+              "against its pin's own time, not against it)" if shift.subset else "")
     return [f"endpoint latency x{shift.factor:.2f} vs pins: median {shift.pins_ms:.0f} → {shift.run_ms:.0f} ms "
             f"over {shift.cases} case(s){subset}; each case's time is judged against its own batch's level "
             "(docs/gate.md)"]

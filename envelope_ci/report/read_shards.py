@@ -13,7 +13,7 @@ import msgspec
 from msgspec.structs import fields, replace
 
 from ..analysis.analyse import RunShape
-from ..analysis.cases import lost_repeats_of, passes_of
+from ..analysis.cases import lost_repeats_of
 from ..errors import Problem, UsageError
 from ..findings import FixtureChanges
 from ..model import Channel, Fingerprint, Gate, Label, Lane, Outcome, Pin
@@ -353,7 +353,7 @@ def _placing(declared: Fingerprint) -> Callable[[CaseRow, _Places], _Placed]:
         result = made((*_JUDGED_OF_ROW(row),
                        fingerprints.get((row.model_id, temperature)) or fingerprint(row.model_id, temperature),
                        places.repeats.get(case_id) or _ONE_REPEAT[label], not label.is_transport, row.level_ms,
-                       row.passes or passes_of((label,))))
+                       row.passes))
         return row, result, row.gate
 
     return place

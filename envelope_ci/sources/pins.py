@@ -51,7 +51,7 @@ PINS_SCHEMA: dict[str, Any] = {
                     "ms": {"type": ["number", "null"], "minimum": 0},
                     "ms_p95": {"type": ["number", "null"], "minimum": 0},
                     "fingerprint": _FINGERPRINT_SCHEMA,
-                    "level_ms": {"type": "number", "exclusiveMinimum": 0},
+                    "level_ms": {"type": "number", "minimum": 0},
                     "answer": {"type": "string"},
                     "passes": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 0},
                                                                 {"type": "integer", "minimum": 1}],

@@ -23,7 +23,7 @@ def _case(cid: str, outcome: Outcome, channel: Channel, gate: Gate, stratum: str
     return CaseRow(
         id=cid, stratum=stratum, label=Label.DROP if channel is Channel.TRANSPORT else Label.WRONG, channel=channel,
         chars=None, tokens=None, tokens_estimated=False, ms=None, ms_p95=None, ttft_ms=None, http_status=None,
-        finish_reason=None, model_id=None, attempts=1, repeats=1, outcome=outcome, comparable=None, reasons=("why",),
+        finish_reason=None, model_id=None, attempts=1, repeats=1, passes=(0, 1), outcome=outcome, comparable=None, reasons=("why",),
         preview=None, file="evals/cases.yaml", line=line, pin=None, gate=gate,
     )
 

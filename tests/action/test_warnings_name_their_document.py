@@ -9,8 +9,9 @@ from envelope_ci.github.rest import GitHubError
 from tests.support.suites import REPO_ROOT
 
 # `docs/action.md`, `SECURITY.md`; with a section: `(docs/action.md, 'Pull requests from forks')`. (`report.md` and
-# `comment.md` are files a run writes; `support.md` a prompt file of `init`'s: not documents.)
-CITED = re.compile(r"\b(docs/[a-z-]+\.md|[A-Z]+\.md)(?:, '([^']+)')?")
+# `comment.md` are files a run writes; `support.md` a prompt file of `init`'s; `IMPORT.md` the list `import` writes
+# beside a converted promptfoo suite: not documents.)
+CITED = re.compile(r"\b(docs/[a-z-]+\.md|(?!IMPORT\.md)[A-Z]+\.md)(?:, '([^']+)')?")
 
 
 def cited(text: str) -> list[tuple[str, str | None]]:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from msgspec.structs import replace
 
 from envelope_ci.analysis.cases import judge_case
-from envelope_ci.analysis.evidence import detectable, drop_p_value, flaky_judgement, repeats_to_tell
+from envelope_ci.analysis.evidence import detectable, drop_p_value, flaky_judgement, repeats_to_repin, repeats_to_tell
 from envelope_ci.analysis.gate import case_gate
 from envelope_ci.analysis.strata import strata_report
 from envelope_ci.model import Fingerprint, Gate, Label, Outcome, Pin, Thresholds
@@ -51,11 +51,20 @@ def test_a_flaky_case_none_of_ten_against_nine_of_ten_regresses():
     assert dropped and "dropped" in why
 
 
-def test_the_repeats_suggested_are_the_fewest_that_can_tell():
-    needed = repeats_to_tell(2 / 3, 0.05)
+@pytest.mark.parametrize("pinned", [(2, 3), (3, 5), (4, 5), (8, 10)])
+def test_the_repeats_suggested_are_the_fewest_that_can_tell_against_the_pin(pinned):
+    needed = repeats_to_tell(pinned, 0.05)
     assert needed is not None
-    assert detectable((round(2 / 3 * needed), needed), needed, 0.05)
-    assert not detectable((round(2 / 3 * (needed - 1)), needed - 1), needed - 1, 0.05)
+    assert detectable(pinned, needed, 0.05) and not detectable(pinned, needed - 1, 0.05)
+    _, why = flaky_judgement(pinned, (1, 3), 0.05)
+    assert why.endswith(f"use --repeats {needed} or more") or "cannot tell" not in why
+
+
+def test_a_pin_no_run_can_tell_against_says_to_re_pin_with_more_repeats():
+    assert repeats_to_tell((1, 3), 0.05) is None  # a 1/3 pin: even 50 wrong repeats are p = 0.057
+    _, why = flaky_judgement((1, 3), (0, 3), 0.05)
+    both = repeats_to_repin(1 / 3, 0.05)
+    assert f"re-pin with --repeats {both}" in why
 
 
 def _pin(label: str, passes: tuple[int, int] | None, channel: str = "correctness") -> Pin:
@@ -71,6 +80,12 @@ def _judged(labels, pin):
 def test_a_case_right_in_every_pinned_repeat_fails_on_one_wrong_repeat_of_three():
     result = _judged([Label.RIGHT, Label.WRONG, Label.RIGHT], _pin("right", (3, 3), "stable"))
     assert result.outcome is Outcome.REGRESSION
+
+
+def test_a_case_right_every_time_whose_pin_broke_a_budget_still_regresses_on_a_wrong_repeat():
+    over_budget = _pin("right", (3, 3), "time")  # right every time, pinned over its own latency budget
+    assert _judged([Label.RIGHT, Label.WRONG, Label.RIGHT], over_budget).outcome is Outcome.REGRESSION
+    assert _judged([Label.RIGHT] * 3, replace(over_budget, channel="size")).outcome is Outcome.IMPROVEMENT
 
 
 def test_a_single_sample_pin_is_strict_against_a_run_of_three():
@@ -119,3 +134,18 @@ def test_the_table_of_detectable_drops_in_the_docs_is_what_the_test_computes():
             assert f"{pinned}/{repeats} → {_most_right_showing_a_drop(pinned, repeats)}/{repeats}" in row
     assert _most_right_showing_a_drop(4, 5) == 0 and _most_right_showing_a_drop(3, 5) is None
     assert all(_most_right_showing_a_drop(k, n) is None for n in (2, 3) for k in range(1, n))
+
+
+def _timed(kase, times):
+    return [replace(grade("ok", kase), elapsed_ms=ms) for ms in times]
+
+
+def test_p95_is_judged_only_when_the_pin_and_the_run_both_have_five_repeats():
+    kase = make_case(id="tail", must_include=["ok"], stratum="easy")
+    steady_tail = [100.0, 100.0, 100.0, 100.0, 400.0]  # the median holds, the tail is four times the pin's
+    five = replace(_pin("right", (5, 5), "stable"), ms=100.0, ms_p95=100.0)
+    judged = judge_case(kase, _timed(kase, steady_tail), RUN_FP, five, T)
+    assert judged.channel.value == "time" and any(r.startswith("time p95: 400.0 ms") for r in judged.reasons)
+    three = replace(five, passes=(3, 3))
+    assert judge_case(kase, _timed(kase, steady_tail), RUN_FP, three, T).channel.value == "stable"
+    assert judge_case(kase, _timed(kase, steady_tail[1:]), RUN_FP, five, T).channel.value == "stable"

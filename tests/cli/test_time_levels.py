@@ -33,6 +33,15 @@ def _pin_live(suite: Path, tmp_path: Path, srv: LoadedServer, *more: str) -> Non
     assert result.code == 0, result.stderr
 
 
+def _pin_recorded(suite: Path, tmp_path: Path, srv: LoadedServer) -> None:
+    """Pins from recordings of a whole live run at concurrency 1, imported: each line carries the run's level."""
+    recordings = tmp_path / "all.jsonl"
+    assert run_cli(["run", suite, "--out", tmp_path / "rec1", *_live(srv, 1), "--record", recordings]).code == 0
+    assert all("level_ms" in json.loads(line)["recorded"] for line in recordings.read_text("utf-8").splitlines())
+    assert run_cli(["import", recordings, "--into", suite]).code == 0
+    assert run_cli(["run", suite, "--out", tmp_path / "pin1", "--lane", "adjudication", "--write-pins"]).code == 0
+
+
 def _time_failures(report: dict) -> list[str]:
     return [c["id"] for c in report["cases"] if c["channel"] == "time"]
 
@@ -66,11 +75,7 @@ def test_single_sample_pins_judge_a_run_of_three_repeats(tmp_path, srv):
 
 def test_the_tools_own_recovery_then_a_loaded_run_passes(tmp_path, srv):
     suite = _suite(tmp_path)
-    recordings = tmp_path / "all.jsonl"
-    assert run_cli(["run", suite, "--out", tmp_path / "rec", *_live(srv, 1), "--record", recordings]).code == 0
-    assert all("level_ms" in json.loads(line)["recorded"] for line in recordings.read_text("utf-8").splitlines())
-    assert run_cli(["import", recordings, "--into", suite]).code == 0
-    assert run_cli(["run", suite, "--out", tmp_path / "pin1", "--lane", "adjudication", "--write-pins"]).code == 0
+    _pin_recorded(suite, tmp_path, srv)
     # two cases re-recorded at concurrency 1: a batch too small for a level of its own
     again = tmp_path / "two.jsonl"
     result = run_cli(["run", suite, "--out", tmp_path / "rec2", *_live(srv, 1), "--filter", "t00", "--filter", "t01",
@@ -141,5 +146,24 @@ def test_a_filter_run_says_its_level_comes_from_a_subset(tmp_path, srv):
     suite = _suite(tmp_path)
     _pin_live(suite, tmp_path, srv)
     result, report = run_report(suite, tmp_path / "out", *_live(srv, 1), "--filter", "t0*")
+    assert result.code == 3 and report["alerts"] == []  # partial: never a pass, and no alert from a subset's level
     assert report["latency"]["subset"] is True
     assert any("the level comes from a subset" in n for n in report["notes"])
+
+
+def test_a_filter_run_of_the_slow_cases_neither_alerts_nor_poisons_the_pins(tmp_path, srv):
+    slow = ["t00", "t01", "t02", "t03", "t04"]
+    srv.case_factor.update({cid: 4.0 for cid in slow})  # slower than their neighbours all along, pins included
+    suite = _suite(tmp_path)
+    _pin_recorded(suite, tmp_path, srv)
+    again = tmp_path / "slow.jsonl"
+    result, report = run_report(suite, tmp_path / "rec", *_live(srv, 1), *(w for c in slow for w in ("--filter", c)),
+                                "--record", again)
+    assert result.code == 3, (report["alert_details"], _time_failures(report))
+    assert report["latency"]["factor"] > 2.0  # said: the subset is slow ...
+    assert "latency_shift" not in report["alerts"]  # ... but a picked subset is no sample of the endpoint
+    assert not any("level_ms" in json.loads(line)["recorded"] for line in again.read_text("utf-8").splitlines())
+    assert run_cli(["import", again, "--into", suite]).code == 0
+    assert run_cli(["run", suite, "--out", tmp_path / "pin2", "--lane", "adjudication", "--write-pins"]).code == 0
+    result, report = run_report(suite, tmp_path / "out", *_live(srv, 8))
+    assert result.code == 0, (report["alert_details"], _time_failures(report))

@@ -65,6 +65,21 @@ def test_roundtrip():
     assert parse_pins(render_pins(empty), "p.json") == empty
 
 
+def test_the_keys_added_since_round_trip_and_a_level_under_a_millisecond_reads_back():
+    from msgspec.structs import replace
+
+    pins = Pins("sha256:x", FP, {"a": replace(PIN, level_ms=0.0, passes=(2, 3), answer="sha256:untimed"),
+                                 "b": replace(PIN, level_ms=412.0)})
+    assert parse_pins(render_pins(pins), "p.json") == pins
+
+
+def test_more_right_repeats_than_repeats_is_bad_input_on_the_pins_line():
+    text = render_pins(Pins("sha256:x", FP, {"a": PIN})).replace('"label":"right"', '"label":"right","passes":[4,3]')
+    with pytest.raises(UsageError) as caught:
+        parse_pins(text, "p.json")
+    assert "p.json:3: cases.a.passes: 4 right out of 3 repeats" in str(caught.value)
+
+
 def test_parse_problems():
     with pytest.raises(UsageError) as info:
         parse_pins('{"format": "envelope-ci/pins",\n "version": 1,\n "cases": {,}}', "pins.json")

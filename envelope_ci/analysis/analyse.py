@@ -7,7 +7,7 @@ from typing import Generic, TypeVar
 
 from ..findings import Alert, FixtureChanges, LaneStats, LatencyShift, StratumRow, Summary
 from ..model import DEFAULT_PROVIDER, GRADER_VERSION, Case, Fingerprint, Gate, Grade, Lane, Pins, Thresholds, Verdict
-from .cases import CaseResult, Judged, judge_case
+from .cases import CaseResult, Judged, answered, judge_case
 from .fixtures import fixture_changes, fixtures_alert
 from .gate import case_gate, decide
 from .lanes import lanes_report
@@ -141,7 +141,7 @@ def run_fingerprint(shape: RunShape, grades: Mapping[str, Sequence[Grade]]) -> F
     """The run's fingerprint; the model id is what the responses said, never the flag, and the judges what graded."""
     ids = sorted({g.model_id for gs in grades.values() for g in gs if g.model_id})
     judges = sorted({j for gs in grades.values() for g in gs if g.judge for j in g.judge.split(",")})
-    formats = sorted({g.provider for gs in grades.values() for g in gs})  # the wire formats the answers came in
+    formats = sorted({g.provider for gs in grades.values() for g in gs if answered(g)})  # the answers' wire formats
     return Fingerprint(shape.lane.value, shape.endpoint_class, ",".join(ids) or None, shape.temperature, GRADER_VERSION,
                        ",".join(judges) or None, ",".join(formats) or DEFAULT_PROVIDER)
 

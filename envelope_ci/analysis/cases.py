@@ -122,6 +122,11 @@ def _distinct(values: Sequence[str | None]) -> str | None:
     return ",".join(sorted({v for v in values if v})) or None
 
 
+def answered(grade: Grade) -> bool:
+    """An answer a provider's wire format carried: a drop names no format it was read in, a bare completion none."""
+    return not grade.label.is_transport and grade.http_status is not None
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Nearest-rank percentile: an observed value, never an interpolation."""
     if not values:
@@ -265,7 +270,7 @@ def judge_case(
     temperature = float(case.request.get("temperature", run_fp.temperature))
     judges = _distinct([g.judge for g in grades])  # an llm-rubric's judge is part of the experiment
     fp = _fingerprint(run_fp.lane, run_fp.endpoint_class, _distinct([g.model_id for g in grades]), temperature,
-                      run_fp.grader_version, judges, _distinct([g.provider for g in grades]))
+                      run_fp.grader_version, judges, _distinct([g.provider for g in grades if answered(g)]))
     comparable = None
     if pin is not None:
         comparable = pin.fingerprint is not None and pin.fingerprint.comparable_key() == fp.comparable_key()

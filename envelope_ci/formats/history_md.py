@@ -13,7 +13,7 @@ from ..model import STRATA
 from ..report.history_model import History, HistoryPoint
 from ..report.model import stratum_name
 from .escape import cell, fenced, inline
-from .markdown import fmt_num, fmt_rate, mermaid_label, plural, table
+from .markdown import distinct_labels, fmt_num, fmt_rate, mermaid_label, plural, table
 
 _SHORT = 7
 
@@ -61,12 +61,7 @@ def line_chart(points: Sequence[HistoryPoint], measure: Measure) -> str | None:
     drawn = [(point_label(p), v) for p in points if (v := measure.value(p)) is not None]
     if not drawn:
         return None
-    labels: list[str] = []
-    for label, _ in drawn:
-        label = mermaid_label(label)
-        while label in labels:  # a band axis merges equal names
-            label += "'"
-        labels.append(label)
+    labels = distinct_labels(mermaid_label(label) for label, _ in drawn)
     values = [f"{v:.3f}".rstrip("0").rstrip(".") if measure.rate else f"{v:.0f}" for _, v in drawn]
     return "\n".join([
         "xychart-beta",

@@ -118,14 +118,9 @@ def _headline(report: Report) -> list[str]:
     model = view.model_moved(report, _text)
     out = [f"<header><h1 class=\"verdict-{report.verdict.value}\">{_ICON[report.verdict]} envelope-ci: "
            f"{report.verdict.value}</h1>", f"<p>{model}</p>" if model else "", "</header>"]
-    down = view.downgrades(report)
-    if down:
-        listed = ", ".join(f"<code>{_text(d.id)}</code>" + (" (pin removed)" if d.removed else "")
-                           + (f" ({_text(d.labels[0])} → {_text(d.labels[1])})" if d.labels else "") for d in down)
-        out.append(f"<p class=\"warning\"><strong>Baseline lowered. This PR downgrades "
-                   f"{view.plural(len(down), 'pin')} that the base branch had right and stable:</strong> {listed}. "
-                   "The run is judged against the new pins, so these are not counted as regressions: approve only "
-                   f"if intended, after a code owner has reviewed <code>{_text(report.run.pins)}</code>.</p>")
+    lowered = view.baseline_lowered(report, _code)
+    if lowered:
+        out.append(f"<p class=\"warning\"><strong>{lowered[0]}</strong> {lowered[1]}</p>")
     cases, *rest = view.headline_counts(report)
     out.append(f"<p><strong>{cases}</strong> · " + " · ".join(rest) + "</p>")
     said = [*(f"<p><strong>inconclusive:</strong> {_text(b)}</p>" for b in report.blockers),
@@ -174,6 +169,11 @@ def _next_steps(report: Report) -> list[str]:
 # -- the heat map and the charts ----------------------------------------------------------------
 
 
+def _code(text: str) -> str:
+    """An id, label, path or alert as inline code."""
+    return f"<code>{_text(text)}</code>"
+
+
 def _heat(n: int, of: int, stable: bool) -> str:
     """A grid cell's class: a number, shaded in four steps by its share of the stratum's cases (0 unshaded)."""
     if not n:
@@ -189,11 +189,9 @@ def _grid(report: Report) -> list[str]:
     for row in view.grid_rows(report):
         cells = "".join(f"<td{_heat(n, row.cases, ch is Channel.STABLE)}>{n}</td>"
                         for ch, n in zip(view.GRID_CHANNELS, row.counts, strict=True))
-        codes = ", ".join(f"<code>{_text(code)}</code>" for code in row.alerts)
-        bar = " · ".join(p for p in (view.fmt_rate(row.pass_rate), row.bar, f"❌ {codes}" if codes else "") if p)
-        rows.append(f"<tr><th>{_text(row.name)}</th>{cells}<td>{bar}</td></tr>")
+        rows.append(f"<tr><th>{_text(row.name)}</th>{cells}<td>{view.grid_bar(row, _code)}</td></tr>")
     return ["<h2>Channels by stratum</h2>",
-            f"<table class=\"grid\"><thead><tr><th>stratum</th>{head}<th>pass rate · bar</th></tr></thead>"
+            f"<table class=\"grid\"><thead><tr><th>stratum</th>{head}<th>{view.GRID_BAR_COLUMN}</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>"]
 
 
@@ -292,7 +290,7 @@ def _answers(case: CaseRow, report: Report, pinned: PinnedAnswers) -> str:
     """This run's answer beside the pinned one, the changes marked; or why the pinned one cannot be shown."""
     now = case.preview
     read = pinned.texts.get(case.id) if case.pin is not None else None
-    then = read if read is not None or not _digest_holds(case, report) else now
+    then = read if read is not None or not view.graded_as_pinned(case, report) else now
     if then is None:
         note = f"<p class=\"note\">{_no_pinned_answer(case, report, pinned)}</p>"
         return f"{note}<div class=\"answers\">{_answer('This run', None if now is None else _text(now))}</div>"
@@ -305,19 +303,14 @@ def _answers(case: CaseRow, report: Report, pinned: PinnedAnswers) -> str:
     return f"<div class=\"answers\">{_answer('This run', new)}{_answer(title, old)}</div>"
 
 
-def _digest_holds(case: CaseRow, report: Report) -> bool:
-    """Whether this run graded the very answer pinned: an offline run, and the case's digest (but for its recorded
-    times) is its pin's."""
-    return report.run.mode == "offline" and case.pin is not None and case.id not in report.fixtures.modified
-
-
 def _no_pinned_answer(case: CaseRow, report: Report, pinned: PinnedAnswers) -> str:
     """Why the pinned answer is not shown, and what the digests say in its place."""
     if case.pin is None:
         return "New case: no pin to compare with."
-    if _digest_holds(case, report):
+    if view.graded_as_pinned(case, report):
         return "The case's digest is its pin's: it was pinned with no answer either."
-    why = _text(pinned.unknown) if pinned.unknown else "its fixture file had no recorded answers at the pins' commit"
+    said = pinned.unknown or pinned.why.get(case.id)
+    why = _text(said) if said else "its fixture file had no recorded answers at the pins' commit"
     kept = f"The pins keep no answer text, and git could not show the pinned one: {why}."
     if report.run.mode == "offline":
         return f"The answer's digest changed since the pins (its recorded answer, request or assertions differ). {kept}"

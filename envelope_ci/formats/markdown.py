@@ -25,17 +25,17 @@ from ..model import Channel, Detail, Gate, Verdict
 from ..report.model import BaseDiffRow, CaseRow, Report
 from ..report.view import (
     FAILING,
+    GRID_BAR_COLUMN,
     GRID_CHANNELS,
     GROUPS,
     OUTCOME_WORDS,
     REGRESSIONS,
     TOLERATED,
     UNDELIVERED,
-    Downgrade,
     Move,
     case_groups,
-    downgrades,
     fmt_rate,
+    grid_bar,
     grid_column,
     grid_rows,
     headline_counts,
@@ -44,6 +44,7 @@ from ..report.view import (
     plural,
     time_moves,
 )
+from ..report.view import baseline_lowered as view_baseline_lowered
 from .escape import ELLIPSIS, cell, clean, fenced, inline
 
 # Pad cells by code points, never by terminal columns: tabulate measures with wcwidth whenever that happens to
@@ -128,23 +129,8 @@ def _ids(ids: Sequence[str], limit: int | None = None) -> str:
 
 def baseline_lowered(report: Report) -> list[str]:
     """The warning that this PR's pins lower the bar for cases the base branch had right and stable."""
-    down = downgrades(report)
-    if not down:
-        return []
-
-    def how(d: Downgrade) -> str:
-        if d.removed:
-            return f"{inline(d.id)} (pin removed)"
-        return f"{inline(d.id)} ({inline(d.labels[0])} → {inline(d.labels[1])})" if d.labels else inline(d.id)
-
-    listed = ", ".join(how(d) for d in down[:20]) + (" …" if len(down) > 20 else "")
-    return [
-        f"> **⚠️ Baseline lowered. This PR downgrades {plural(len(down), 'pin')} "
-        "that the base branch had right and stable:** "
-        f"{listed}. The run is judged against the new pins, so these are not counted as regressions: approve only if "
-        f"intended, after a code owner has reviewed {inline(report.run.pins)}.",
-        "",
-    ]
+    lowered = view_baseline_lowered(report, inline)
+    return [f"> **⚠️ {lowered[0]}** {lowered[1]}", ""] if lowered else []
 
 
 # A model id in the headline: the fingerprint joins every id the responses named, so a long one is cut.
@@ -230,6 +216,11 @@ def next_steps_section(report: Report) -> list[str]:
     return lines
 
 
+def _alert_code(code: str) -> str:
+    """An alert's code (a fixed word of ours) as inline code."""
+    return f"`{code}`"
+
+
 def grid_section(report: Report) -> list[str]:
     """One table in place of channels, strata and labels: cases per stratum and channel, and the stratum's bar."""
     rows = []
@@ -237,10 +228,8 @@ def grid_section(report: Report) -> list[str]:
         # Non-zero counts off the stable channel are what broke: bold, so the eye finds them.
         cells = [str(n) if ch is Channel.STABLE or not n else f"**{n}**"
                  for ch, n in zip(GRID_CHANNELS, row.counts, strict=True)]
-        codes = ", ".join(f"`{code}`" for code in row.alerts)
-        bar = " · ".join(p for p in (fmt_rate(row.pass_rate), row.bar, f"❌ {codes}" if codes else "") if p)
-        rows.append([cell(row.name), *cells, bar])
-    headers = ["stratum", *map(grid_column, GRID_CHANNELS), "pass rate · bar"]
+        rows.append([cell(row.name), *cells, grid_bar(row, _alert_code)])
+    headers = ["stratum", *map(grid_column, GRID_CHANNELS), GRID_BAR_COLUMN]
     return ["### Channels by stratum", "", table(headers, rows), ""]
 
 
@@ -264,16 +253,22 @@ def mermaid_label(text: str) -> str:
     return flat if len(flat) <= _MERMAID_LABEL_MAX else flat[: _MERMAID_LABEL_MAX - 1].rstrip() + ELLIPSIS
 
 
+def distinct_labels(labels: Iterable[str]) -> list[str]:
+    """The labels, each made unique by primes: a Mermaid band axis merges equal names, so two that read alike would
+    share one bar."""
+    out: list[str] = []
+    for label in labels:
+        while label in out:
+            label += "'"
+        out.append(label)
+    return out
+
+
 def time_chart(moves: Sequence[Move]) -> str:
     """The Mermaid bar chart of these moves, its height set by their number (Mermaid's default draws one case some
     600 pixels tall)."""
-    labels: list[str] = []
-    for move in moves:
-        label = mermaid_label(move.case.id)
-        # A band axis merges equal names: two ids that read alike get a number each.
-        while f"{label} · pin" in labels:
-            label += "'"
-        labels += [f"{label} · pin", f"{label} · this run"]
+    cases = distinct_labels(mermaid_label(move.case.id) for move in moves)
+    labels = [f"{label} · {bar}" for label in cases for bar in ("pin", "this run")]
     # Two series padded with zeros: each bar has its own category, so none hides another,
     # and the pin and this run keep their own colours.
     before = [v for m in moves for v in (round(m.pinned), 0)]

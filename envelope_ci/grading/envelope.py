@@ -154,8 +154,9 @@ def classify(envelope: Envelope) -> EnvelopeClass:
     if not isinstance(body, dict):
         snippet = error_message(body) or "empty body"
         return EnvelopeClass(Label.EMPTY, (f"HTTP 200 but the body is not a JSON object: {snippet[:120]}",), None)
-    if body.get("error") or body.get("object") == "error":
-        return EnvelopeClass(Label.DROP, (f"HTTP 200 carrying an error: {error_message(body)}",), None)
+    failed = provider.failure(body)
+    if failed is not None:
+        return EnvelopeClass(Label.DROP, (f"HTTP 200 carrying an error: {failed}",), None)
     reply = provider.read_reply(body)
     if reply is None:
         return EnvelopeClass(Label.EMPTY, ("HTTP 200 with no choices",), None)
@@ -185,7 +186,7 @@ def _classify_reply(reply: Reply, provider: Provider | None) -> EnvelopeClass:
     stop = provider.stop(reply.finish_reason) if provider is not None else Stop.UNKNOWN
     said = f"{provider.stop_field} is '{reply.finish_reason}'" if provider is not None else ""
     if stop is Stop.LENGTH:
-        return EnvelopeClass(Label.TRUNCATED, (f"{said} (hit the token limit)",), reply)
+        return EnvelopeClass(Label.TRUNCATED, (f"{said} (cut before its end)",), reply)
     if not spoke and stop is not Stop.FILTERED:
         shape = "null" if reply.content is None else "empty"
         return EnvelopeClass(Label.EMPTY, (f"content is {shape} and the model said nothing else",), reply)

@@ -19,15 +19,17 @@ from types import MappingProxyType
 from typing import Any
 
 from ..model import Case
-from .base import EventStream, Provider, Reply, Stop, error_message, token_count, wire_options
+from .base import EventStream, Provider, Reply, Stop, error_in_body, error_message, token_count, wire_options
 from .sse import NO_FIELDS
 
 API_VERSION = "2023-06-01"  # the anthropic-version header every request must carry
 # Sent when neither the case nor its file's defaults give max_tokens, which the Messages API requires.
 DEFAULT_MAX_TOKENS = 4096
 STOPS: Mapping[str, Stop] = MappingProxyType({
-    "end_turn": Stop.END, "stop_sequence": Stop.END, "tool_use": Stop.END, "pause_turn": Stop.END,
-    "max_tokens": Stop.LENGTH, "model_context_window_exceeded": Stop.LENGTH, "refusal": Stop.FILTERED})
+    "end_turn": Stop.END, "stop_sequence": Stop.END, "tool_use": Stop.END,
+    # pause_turn: the turn was paused unfinished (Anthropic's words), so what it said is part of an answer
+    "pause_turn": Stop.LENGTH, "max_tokens": Stop.LENGTH, "model_context_window_exceeded": Stop.LENGTH,
+    "refusal": Stop.FILTERED})
 _SYSTEM_ROLES = ("system", "developer")
 _KINDS = ("requests", "tokens")
 
@@ -122,7 +124,16 @@ def read_reply(body: Mapping[str, Any]) -> Reply | None:
                  finish_reason=stop if isinstance(stop, str) else None,
                  model_id=model if isinstance(model, str) and model else None,
                  completion_tokens=token_count(usage, "output_tokens"),
-                 prompt_tokens=token_count(usage, "input_tokens"))
+                 prompt_tokens=_input_tokens(usage))
+
+
+def _input_tokens(usage: Any) -> int | None:
+    """Every input token the call was billed for: ``input_tokens`` leaves out those read from or written to the
+    prompt cache, which Anthropic counts apart."""
+    fresh = token_count(usage, "input_tokens")
+    if fresh is None:
+        return None
+    return fresh + sum(token_count(usage, k) or 0 for k in ("cache_read_input_tokens", "cache_creation_input_tokens"))
 
 
 def _call(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,6 +279,7 @@ class AnthropicMessages:
     request_body = staticmethod(request_body)
     read_reply = staticmethod(read_reply)
     error_message = staticmethod(error_message)
+    failure = staticmethod(error_in_body)  # ``{"type": "error", "error": {...}}``
 
     def url(self, base_url: str) -> str:
         """``{base_url}/v1/messages``; a base URL that ends in ``/v1``, as people copy it, is the same place."""

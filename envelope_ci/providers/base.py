@@ -89,6 +89,9 @@ class Provider(Protocol):
     def error_message(self, body: Any, limit: int = 300) -> str | None:
         """The server's own words from any error shape it sends."""
 
+    def failure(self, body: Mapping[str, Any]) -> str | None:
+        """Why a 200's JSON body says the call failed (an error object, a failed status), or None: a drop, retried."""
+
     def new_stream(self) -> StreamAssembly:
         """An empty assembler for one streamed response."""
 
@@ -117,9 +120,9 @@ def error_message(body: Any, limit: int = 300) -> str | None:
 
 
 def token_count(usage: Any, key: str) -> int | None:
-    """A token count of ``usage``, when the server sent one as an integer."""
+    """A token count of ``usage``, when the server sent one as a whole number (a negative one counts nothing)."""
     found = usage.get(key) if isinstance(usage, dict) else None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found >= 0 else None
 
 
 def stream_event(data: str) -> dict[str, Any] | None:
@@ -158,3 +161,10 @@ class EventStream:
 
     def on_event(self, event: dict[str, Any]) -> bool:
         raise NotImplementedError
+
+
+def error_in_body(body: Mapping[str, Any]) -> str | None:
+    """The server's words when a 200's body is an error object (``error``, or ``object: error``), else None."""
+    if body.get("error") or body.get("object") == "error":
+        return str(error_message(body))
+    return None

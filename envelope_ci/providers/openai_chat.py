@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..model import DEFAULT_PROVIDER, Case
-from .base import Provider, Reply, Stop, error_message, stream_event, token_count
+from .base import Provider, Reply, Stop, error_in_body, error_message, stream_event, token_count
 
 __all__ = ["OPENAI_CHAT", "OpenAIChat", "StreamAssembler", "error_message", "error_payload", "read_reply"]
 
@@ -183,6 +183,7 @@ class OpenAIChat:
     answer_fields: tuple[str, ...] = ANSWER_FIELDS
     read_reply = staticmethod(read_reply)
     error_message = staticmethod(error_message)
+    failure = staticmethod(error_in_body)
 
     def url(self, base_url: str) -> str:
         """The base URL with the format's path after it."""

@@ -16,12 +16,14 @@ from types import MappingProxyType
 from typing import Any
 
 from ..model import Case
-from .base import EventStream, Provider, Reply, Stop, token_count, wire_options
+from .base import EventStream, Provider, Reply, Stop, error_in_body, token_count, wire_options
 from .openai_chat import OpenAIChat
 from .sse import NO_FIELDS
 
 STOPS: Mapping[str, Stop] = MappingProxyType({
-    "completed": Stop.END, "max_output_tokens": Stop.LENGTH, "content_filter": Stop.FILTERED})
+    "completed": Stop.END, "max_output_tokens": Stop.LENGTH, "incomplete": Stop.LENGTH,
+    "content_filter": Stop.FILTERED})
+_UNFINISHED = ("failed", "cancelled")  # no answer to grade, whatever output it holds: a drop, retried
 _SYSTEM_ROLES = ("system", "developer")
 _TERMINAL = ("response.completed", "response.incomplete", "response.failed")
 
@@ -119,12 +121,24 @@ def _take_parts(parts: Any, texts: list[str], refusals: list[str]) -> None:
 
 
 def _finish(body: Mapping[str, Any]) -> str | None:
-    """``incomplete_details.reason`` of an incomplete response, else its ``status``."""
+    """``incomplete_details.reason`` of an incomplete response (``incomplete`` when it gives none known: a cut all
+    the same), else its ``status``."""
     status = body.get("status")
-    details = body.get("incomplete_details")
-    if status == "incomplete" and isinstance(details, dict) and isinstance(details.get("reason"), str):
-        return str(details["reason"])
+    if status == "incomplete":
+        details = body.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, dict) else None
+        return reason if reason in ("max_output_tokens", "content_filter") else "incomplete"
     return status if isinstance(status, str) else None
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    """A streamed item's content parts: the objects of a list; anything else (null, a string) holds none."""
+    return [dict(part) for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+
+
+def _str(value: Any) -> str:
+    """A text field as text: a null (or a missing one) is none, anything else its string."""
+    return "" if value is None else str(value)
 
 
 @dataclass
@@ -157,16 +171,20 @@ class ResponseStream(EventStream):
         index, item = event.get("output_index"), event.get("item")
         if isinstance(index, int) and isinstance(item, dict):
             self.items[index] = dict(item)
+            if "content" in item:  # only a list's object parts: the deltas add text to them
+                self.items[index]["content"] = _parts(item["content"])
         return False
 
     def _text(self, event: dict[str, Any]) -> bool:
         item = self._slot(event, {"type": "message", "role": "assistant", "content": []})
-        parts = item.setdefault("content", [])
+        if not isinstance(item.get("content"), list):
+            item["content"] = []
+        parts = item["content"]
         kind = "refusal" if event.get("type") == "response.refusal.delta" else "output_text"
         key = "refusal" if kind == "refusal" else "text"
-        if not parts or parts[-1].get("type") != kind:
+        if not parts or not isinstance(parts[-1], dict) or parts[-1].get("type") != kind:
             parts.append({"type": kind, key: ""})
-        parts[-1][key] += str(event.get("delta") or "")
+        parts[-1][key] = _str(parts[-1].get(key)) + _str(event.get("delta"))
         return True
 
     def _arguments(self, event: dict[str, Any]) -> bool:
@@ -216,6 +234,11 @@ class OpenAIResponses(OpenAIChat):
     def request_body(self, case: Case, model: str, temperature: float, stream: bool) -> dict[str, Any]:
         """See ``request_body``."""
         return request_body(case, model, temperature, stream)
+
+    def failure(self, body: Mapping[str, Any]) -> str | None:
+        """An error object, or a ``failed`` or ``cancelled`` status: no answer to grade, whatever output it holds."""
+        status = body.get("status")
+        return error_in_body(body) or (f"the response's status is '{status}'" if status in _UNFINISHED else None)
 
     def stop(self, finish_reason: str | None) -> Stop:
         """``max_output_tokens`` is a cut, ``content_filter`` the policy answering, ``completed`` an end."""

@@ -8,15 +8,17 @@ a shallow clone, pins not committed or changed since), no answer is known and ``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..canonical import digest
+from ..errors import UsageError
 from ..grading.envelope import classify, spoken_text
-from ..model import RECORDED_SUFFIX
+from ..model import RECORDED_SUFFIX, Pin
+from ..sources.history import Git, parser_of
+from ..sources.parse import NotJSON, loads_strict, numbered_lines
 from ..sources.recordings import envelope_from_raw
 from .build import PREVIEW_CHARS
 from .model import Report
@@ -31,6 +33,7 @@ class PinnedAnswers:
     texts: Mapping[str, str] = field(default_factory=dict)
     commit: str | None = None
     unknown: str | None = None  # why no answer could be read at all
+    why: Mapping[str, str] = field(default_factory=dict)  # why one case's answer is not shown, when git told
 
 
 class _Unknown(Exception):
@@ -43,62 +46,108 @@ def read_pinned_answers(report: Report) -> PinnedAnswers:
         commit = pins_commit(Path(report.run.pins))
     except _Unknown as why:
         return PinnedAnswers(unknown=str(why))
-    pinned = {c.id for c in report.cases if c.pin is not None}
+    pins = {c.id: c.pin for c in report.cases if c.pin is not None}
     texts: dict[str, str] = {}
+    reasons: dict[str, str] = {}
     for file in dict.fromkeys(c.file for c in report.cases if c.pin is not None):
-        sidecar = Path(file + RECORDED_SUFFIX)
-        blob = _git(sidecar.parent, "cat-file", "blob", f"{commit}:./{sidecar.name}")
-        if blob is not None:
-            texts.update(_answers(blob, pinned))
-    return PinnedAnswers(texts, commit)
+        for cid, text, reason in _file_answers(Path(file), commit, pins):
+            if text is not None:
+                texts[cid] = text
+            elif reason is not None:
+                reasons[cid] = reason
+    return PinnedAnswers(texts, commit, why=reasons)
 
 
 def pins_commit(pins: Path) -> str:
     """The last commit that changed the pins file, when the file is as that commit holds it."""
     if not pins.is_file():
         raise _Unknown("there is no pins file")
-    found = _git(pins.parent, "log", "-1", "--no-show-signature", "--format=%H", "--", pins.name)
-    if found is None:
+    commit = _text(pins.parent, "log", "-1", "--no-show-signature", "--format=%H", "--", pins.name)
+    if commit is None:
         raise _Unknown("git could not read the pins file's history here (no git, or not a repository)")
-    commit = found.decode("ascii", "replace").strip()
     if not commit:
         raise _Unknown("the pins file is not committed")
     if commit in _shallow_boundary(pins.parent):
         raise _Unknown("the clone is shallow and stops before the pins' commit (clone with fetch-depth: 0)")
-    if _git(pins.parent, "cat-file", "blob", f"{commit}:./{pins.name}") != pins.read_bytes():
+    if _blobs(pins.parent, commit, pins.name).get(pins.name) != pins.read_bytes():
         raise _Unknown(f"the pins file differs from its last commit ({commit[:12]}): pins not committed yet")
     return commit
 
 
 def _shallow_boundary(folder: Path) -> set[str]:
     """The commits a shallow clone stops at: git shows each as if it added every file, the pins too."""
-    where = _git(folder, "rev-parse", "--git-path", "shallow")
-    path = folder / where.decode("utf-8", "replace").strip() if where else None
+    where = _text(folder, "rev-parse", "--git-path", "shallow")
+    path = folder / where if where else None
     return set(path.read_text("ascii", "replace").split()) if path is not None and path.is_file() else set()
 
 
-def _git(folder: Path, *args: str) -> bytes | None:
-    """A git command's output in ``folder``, or None when it fails, is missing or outlasts its timeout."""
+def _text(folder: Path, *args: str) -> str | None:
+    """A git command's stripped output in ``folder`` (``sources.history.Git``, with this module's shorter timeout),
+    or None when it fails, is missing or outlasts its timeout: the answers are only shown."""
     try:
-        done = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, timeout=GIT_TIMEOUT_S,
-                              check=False, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"})
-    except (OSError, subprocess.TimeoutExpired):
+        return Git(folder, timeout=GIT_TIMEOUT_S).text(*args)
+    except UsageError:
         return None
-    return done.stdout if done.returncode == 0 else None
 
 
-def _answers(sidecar: bytes, wanted: Collection[str]) -> Iterator[tuple[str, str]]:
-    """(id, answer) of each wanted case a sidecar's text records: its first repeat's answer, cut as a preview is."""
-    for line in sidecar.decode("utf-8", "replace").splitlines():
+def _blobs(folder: Path, commit: str, *names: str) -> dict[str, bytes]:
+    """The files ``names`` (in ``folder``) as ``commit`` holds them, by name; one it does not hold is left out."""
+    try:
+        found = Git(folder, timeout=GIT_TIMEOUT_S).blobs(f"{commit}:./{name}" for name in names)
+    except UsageError:
+        return {}
+    return {name: found[f"{commit}:./{name}"] for name in names if f"{commit}:./{name}" in found}
+
+
+def _file_answers(fixture: Path, commit: str, pins: Mapping[str, Pin]) -> Iterator[tuple[str, str | None, str | None]]:
+    """(id, answer, why none) of each pinned case a fixture file's recordings name at ``commit``."""
+    sidecar = fixture.name + RECORDED_SUFFIX
+    blobs = _blobs(fixture.parent, commit, fixture.name, sidecar)
+    if sidecar not in blobs:
+        return
+    cases = _cases_at(fixture.name, blobs.get(fixture.name, b""))
+    shown = f"{commit[:12]}:{fixture.parent.as_posix()}/{sidecar}"
+    for number, line in numbered_lines(blobs[sidecar].decode("utf-8", "replace")):
         try:
-            item = json.loads(line)
-        except (ValueError, RecursionError):
-            continue  # the answer is only shown: a line that cannot be read is no answer, not an error
-        if isinstance(item, dict) and item.get("id") in wanted:
-            text = _answer_text(item.get("recorded"))
-            if text is not None:
-                yield item["id"], text[:PREVIEW_CHARS]
+            item = loads_strict(line) if line.strip() else None
+            if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"] in pins:
+                yield item["id"], *_pinned_text(item, pins[item["id"]], cases.get(item["id"]))
+        except (NotJSON, ValueError, TypeError, OverflowError, AttributeError, RecursionError) as exc:
+            cid = _id_of(line)  # the answer is only shown: a line that cannot be read is no answer, not an error
+            if cid is not None and cid in pins:
+                yield cid, None, f"line {number} of {shown} could not be read ({exc})"
+
+
+def _id_of(line: str) -> str | None:
+    """The case id a sidecar line names, when it can be read at all (for the reason on the page)."""
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    cid = item.get("id") if isinstance(item, dict) else None
+    return cid if isinstance(cid, str) else None
+
+
+def _cases_at(name: str, blob: bytes) -> dict[str, Mapping[str, Any]]:
+    """Each case of a fixture file's text at the pins' commit, as written, by id: to digest it as the pins did."""
+    try:
+        raws = parser_of(name)(blob.decode("utf-8-sig"), name)
+    except (UsageError, UnicodeDecodeError):
+        return {}
+    return {raw.data["id"]: raw.data for raw in raws
+            if isinstance(raw.data, dict) and isinstance(raw.data.get("id"), str)}
+
+
+def _pinned_text(item: Mapping[str, Any], pin: Pin, case: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """A recording's answer when it is the pinned one (the case as recorded then digests to its pin's ``hash``), or
+    why it is not shown."""
+    if case is None or digest({**case, "recorded": item.get("recorded")}) != pin.hash:
+        return None, ("the answer recorded at the pins' commit is not the one its pin was made from (the case's digest "
+                      "there is not its pin's: recordings committed apart from the pins, or a case that names files)")
+    text = _answer_text(item.get("recorded"))
+    if text is None:
+        return None, "its recording at the pins' commit says no text"
+    return text[:PREVIEW_CHARS], None
 
 
 def _answer_text(recorded: Any) -> str | None:
@@ -106,8 +155,5 @@ def _answer_text(recorded: Any) -> str | None:
     first = recorded[0] if isinstance(recorded, list) and recorded else recorded
     if not isinstance(first, dict):
         return None
-    try:
-        reply = classify(envelope_from_raw(first)).reply
-    except (TypeError, ValueError, AttributeError):
-        return None
+    reply = classify(envelope_from_raw(first)).reply
     return spoken_text(reply) if reply is not None else None

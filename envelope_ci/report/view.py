@@ -73,6 +73,34 @@ def downgrades(report: Report) -> list[Downgrade]:
     return [_downgrade(cid, rows.get(cid)) for cid in base.downgraded]
 
 
+# The lowered baseline names at most this many cases; the rest are counted (report.json keeps them all).
+DOWNGRADES_LISTED = 20
+
+
+def baseline_lowered(report: Report, code: Callable[[str], str]) -> tuple[str, str] | None:
+    """The lowered-baseline warning in one wording for every format: its bold lead, then the cases (``code``: an id,
+    label or path in the format's code style) and what to do; None when nothing was downgraded."""
+    down = downgrades(report)
+    if not down:
+        return None
+
+    def how(d: Downgrade) -> str:
+        if d.removed:
+            return f"{code(d.id)} (pin removed)"
+        return f"{code(d.id)} ({code(d.labels[0])} → {code(d.labels[1])})" if d.labels else code(d.id)
+
+    listed = ", ".join(how(d) for d in down[:DOWNGRADES_LISTED]) + (" …" if len(down) > DOWNGRADES_LISTED else "")
+    return (f"Baseline lowered. This PR downgrades {plural(len(down), 'pin')} that the base branch had right and "
+            "stable:", f"{listed}. The run is judged against the new pins, so these are not counted as regressions: "
+            f"approve only if intended, after a code owner has reviewed {code(report.run.pins)}.")
+
+
+def graded_as_pinned(case: CaseRow, report: Report) -> bool:
+    """Whether this run graded the very answer pinned: an offline run of a pinned case that ``fixtures.modified``
+    (``analysis.fixtures.change_of``) does not name, so its digest but for recorded times is its pin's."""
+    return report.run.mode == "offline" and case.pin is not None and case.id not in report.fixtures.modified
+
+
 def _downgrade(cid: str, row: BaseDiffRow | None) -> Downgrade:
     """How one case was downgraded: its pin removed, its label moved, or neither (it is no longer stable)."""
     if row is None or row.head is None:
@@ -163,6 +191,16 @@ class GridRow(NamedTuple):
     pass_rate: float | None
     bar: str
     alerts: tuple[str, ...]
+
+
+# The grid's last column, and its cell: one wording for every format.
+GRID_BAR_COLUMN = "pass rate · bar"
+
+
+def grid_bar(row: GridRow, code: Callable[[str], str]) -> str:
+    """A stratum's pass rate, bar and broken alerts (``code``: an alert in the format's code style)."""
+    codes = ", ".join(code(alert) for alert in row.alerts)
+    return " · ".join(p for p in (fmt_rate(row.pass_rate), row.bar, f"❌ {codes}" if codes else "") if p)
 
 
 def grid_rows(report: Report) -> list[GridRow]:

@@ -23,7 +23,7 @@ from .pins import parse_pins
 
 GIT_TIMEOUT_S = 60
 # No prompt for a password, messages git's own way, and paths taken as written (a folder named `:(glob)*` is a name).
-_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_LITERAL_PATHSPECS": "1"}
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
 # A merge commit GitHub writes, and a squash merge's title: the PR number a point is known by.
 _MERGE_PR = re.compile(r"^Merge pull request #([0-9]{1,9}) ")
 _SQUASH_PR = re.compile(r"\(#([0-9]{1,9})\)\s*$")
@@ -66,29 +66,57 @@ def pr_number(subject: str) -> int | None:
 
 
 class Git:
-    """git in one repository, called with a list argv and a timeout; a failure to start or finish is bad usage."""
+    """git in one repository, called with a list argv and a timeout; a failure to start or finish is bad usage.
 
-    def __init__(self, directory: Path, trusted: Sequence[Path] = ()) -> None:
+    Shared by ``envelope-ci history`` and report.html's pinned answers (``report.pinned_answers``): one place
+    that says how git is run.
+    """
+
+    def __init__(self, directory: Path, trusted: Sequence[Path] = (), timeout: float = GIT_TIMEOUT_S) -> None:
         # The Action's container runs as root over the runner's checkout: git trusts it only when told so.
         trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
         self.argv = ["git", *trust, "-c", "core.fsmonitor=false", "-C", str(directory)]
+        self.timeout = timeout
 
     def run(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
         """One git command; its exit status is the caller's to read."""
         try:
-            return subprocess.run([*self.argv, *args], input=stdin, capture_output=True, timeout=GIT_TIMEOUT_S,
+            return subprocess.run([*self.argv, *args], input=b"" if stdin is None else stdin, capture_output=True,
+                                  timeout=self.timeout,
                                   check=False, env={**os.environ, **_GIT_ENV})
         except FileNotFoundError:
             raise UsageError("git is not installed: history reads the pins file's commits with git") from None
         except OSError as exc:
             raise UsageError(f"git could not start: {exc.strerror or exc}") from None
         except subprocess.TimeoutExpired:
-            raise UsageError(f"git {args[0]} took longer than {GIT_TIMEOUT_S} s") from None
+            raise UsageError(f"git {args[0]} took longer than {self.timeout:g} s") from None
 
     def text(self, *args: str) -> str | None:
         """A command's output as stripped text, or None when it failed."""
         proc = self.run(*args)
         return proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else None
+
+    def blobs(self, objects: Iterable[str]) -> dict[str, bytes]:
+        """Each object's bytes (a blob id, or ``COMMIT:PATH``), from one ``cat-file --batch``: its sizes, not a
+        separator, tell where each ends; one git names no blob is left out."""
+        wanted = sorted(set(objects))
+        if not wanted:
+            return {}
+        proc = self.run("cat-file", "--batch", stdin="".join(f"{name}\n" for name in wanted).encode())
+        if proc.returncode != 0:
+            raise UsageError(f"git cat-file failed: {_said(proc)}")
+        out, blobs, at = proc.stdout, {}, 0
+        for name in wanted:
+            end = out.find(b"\n", at)
+            if end < 0:
+                break
+            header = out[at:end].split()
+            at = end + 1
+            if len(header) == 3 and header[1] == b"blob":
+                size = int(header[2])
+                blobs[name] = out[at:at + size]
+                at += size + 1
+        return blobs
 
 
 def read_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Sequence[Path] = ()) -> PinsHistory:
@@ -99,7 +127,7 @@ def read_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Seque
     shallow = git.text("rev-parse", "--is-shallow-repository") == "true"
     listed = _commits(git, commit, pins_rel, last)
     trees = {sha: _tree(git, sha, fixtures_rel, pins_rel) for sha, _, _ in listed}
-    blobs = _blobs(git, {oid for tree in trees.values() for oid in tree.values()})
+    blobs = git.blobs({oid for tree in trees.values() for oid in tree.values()})
     reader = _Reader(blobs)
     snapshots = [snap for sha, date, subject in reversed(listed)
                  if (snap := reader.snapshot(sha, date, subject, trees[sha], pins_rel)) is not None]
@@ -165,28 +193,6 @@ def _holds_cases(path: str, fixtures_rel: str) -> bool:
     return not is_hidden(Path(rel)) and is_read(rel.name) and not rel.name.endswith(RECORDED_SUFFIX)
 
 
-def _blobs(git: Git, oids: Iterable[str]) -> dict[str, bytes]:
-    """Each blob's bytes, from one ``cat-file --batch`` (its sizes, not a separator, tell where each ends)."""
-    wanted = sorted(oids)
-    if not wanted:
-        return {}
-    proc = git.run("cat-file", "--batch", stdin="".join(f"{oid}\n" for oid in wanted).encode())
-    if proc.returncode != 0:
-        raise UsageError(f"git cat-file failed: {_said(proc)}")
-    out, blobs, at = proc.stdout, {}, 0
-    for oid in wanted:
-        end = out.find(b"\n", at)
-        if end < 0:
-            break
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) == 3 and header[1] == b"blob":
-            size = int(header[2])
-            blobs[oid] = out[at:at + size]
-            at += size + 1
-    return blobs
-
-
 class _Reader:
     """Parses each blob once (most files are the same at many commits) and keeps what it could not read."""
 
@@ -223,7 +229,7 @@ class _Reader:
         if oid not in self.strata:
             shown = f"{sha[:_SHORT]}:{path}"
             try:
-                raws = _parser(path)(self._text(oid, shown), shown)
+                raws = parser_of(path)(self._text(oid, shown), shown)
             except UsageError as exc:
                 raws = []
                 self.notes.append(f"{shown} could not be read, its cases count as unstratified: {exc.problems[0]}")
@@ -243,7 +249,7 @@ def _said(proc: subprocess.CompletedProcess[bytes]) -> str:
     return " ".join(proc.stderr.decode("utf-8", "replace").split())[:300] or f"exit {proc.returncode}"
 
 
-def _parser(path: str) -> Callable[[str, str], list[RawCase]]:
+def parser_of(path: str) -> Callable[[str, str], list[RawCase]]:
     """The parser a run would read this file with, by its suffix (``parse.parse_file``)."""
     suffix = PurePosixPath(path).suffix
     return parse_jsonl if suffix == ".jsonl" else parse_json if suffix == ".json" else parse_yaml

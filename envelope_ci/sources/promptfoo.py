@@ -22,12 +22,16 @@ import yaml
 
 from .. import atomic
 from ..errors import Problem, UsageError
+from ..formats.escape import clean
 from ..grading.assertions.registry import assertion_types
 from ..model import CONFIG_NAMES
 from .cases import CASE_SCHEMA
+from .endpoints import ENDPOINTS_SCHEMA, ENV_NAME
+from .files import CASE_SUFFIXES
 from .parse import loads_strict, parse_yaml_document
 from .refs import MAX_FILE_BYTES
 from .templates import PLACEHOLDER
+from .validate import FileSchema
 
 IMPORT_NOTES = "IMPORT.md"
 FIXTURE_STEM = "promptfoo"
@@ -45,7 +49,25 @@ _TOP_KEYS = frozenset({"prompts", "providers", "targets", "tests", "defaultTest"
 _TEST_KEYS = frozenset({"vars", "assert", "description", "options", "threshold"})
 _NUNJUCKS = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 _ID_UNSAFE = re.compile(r"[\s\[\]%,=]+|[^\w.:/@+-]+")
-_CSV_EXPECTED = re.compile(r"^(not-)?([a-z][a-z0-9-]*)(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$")
+# promptfoo's BaseAssertionTypesSchema (src/types), the only prefixes its assertionFromString (src/csv.ts) reads
+# in a CSV cell; any other cell, `answer: Paris` or `https://x`, is an `equals`.
+PROMPTFOO_TYPES = frozenset({
+    "answer-relevance", "bleu", "classifier", "contains", "contains-all", "contains-any", "contains-html",
+    "contains-json", "contains-sql", "contains-xml", "context-faithfulness", "context-recall", "context-relevance",
+    "conversation-relevance", "cost", "equals", "factuality", "finish-reason", "g-eval", "gleu", "guardrails",
+    "human", "icontains", "icontains-all", "icontains-any", "is-html", "is-json", "is-refusal", "is-sql",
+    "is-valid-function-call", "is-valid-openai-function-call", "is-valid-openai-tools-call", "is-xml", "javascript",
+    "latency", "levenshtein", "llm-rubric", "meteor", "model-graded-closedqa", "model-graded-factuality",
+    "moderation", "perplexity", "perplexity-score", "pi", "python", "regex", "rouge-l", "rouge-n", "rouge-s", "ruby",
+    "select-best", "similar", "similar:cosine", "similar:dot", "similar:euclidean", "starts-with", "tool-call-f1",
+    "trace-error-spans", "trace-span-count", "trace-span-duration", "webhook"})
+_CSV_EXPECTED = re.compile(r"^(not-)?(" + "|".join(map(re.escape, sorted(PROMPTFOO_TYPES, key=len, reverse=True)))
+                           + r")(?:\((\d+(?:\.\d+)?)\))?(?::([\s\S]*))?$")
+# Keys whose values may hold a key or a token: IMPORT.md and --dry-run show the path to them, never the value.
+_SECRET_KEYS = frozenset({"env", "apikey", "headers", "config", "provider", "authorization", "password", "secret"})
+_PATH_PARTS = re.compile(r"[.\[\]]+")
+_BACKTICKS = re.compile(r"`+")
+_ENDPOINTS = FileSchema(lambda: ENDPOINTS_SCHEMA)
 _OPENAI = "https://api.openai.com/v1"
 _ANTHROPIC = "https://api.anthropic.com"
 # promptfoo's graders when the config names none: llm-rubric's and similar's pages.
@@ -62,7 +84,7 @@ class Skipped:
     why: str
 
     def line(self) -> str:
-        return f"- `{self.where}`: {self.what} — {self.why}"
+        return f"- {_code(self.where, 160)}: {self.what} — {' '.join(clean(self.why).split())}"
 
 
 @dataclass(frozen=True)
@@ -84,7 +106,13 @@ class Source:
     folder: Path
 
     def read(self, ref: str) -> str:
-        return _read_capped(self.folder / ref)
+        """The text of ``ref``, refused when absolute or when it resolves (symlinks followed) outside the folder."""
+        root = self.folder.resolve()
+        path = (root / ref).resolve()
+        if Path(ref).is_absolute() or ref.startswith(("/", "\\")) or not path.is_relative_to(root):
+            raise ValueError("is outside the config's folder (an absolute path, .. or a symlink out of it): "
+                             "import reads only files under the config's folder")
+        return _read_capped(path)
 
 
 @dataclass
@@ -118,11 +146,39 @@ def _file_ref(value: Any) -> str | None:
     return value[len("file://"):] if isinstance(value, str) and value.startswith("file://") else None
 
 
+def _code(text: str, limit: int = 80) -> str:
+    """Config text as one Markdown code span, one line, fenced past any backtick run so nothing breaks out of it."""
+    flat = " ".join(clean(text).split())
+    flat = flat[: limit - 3] + "..." if len(flat) > limit else flat
+    if not flat:
+        return "(empty)"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
 def _shown(value: Any) -> str:
     """A config value as IMPORT.md quotes it, short."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
-    return f"`{text[:77] + '...' if len(text) > 80 else text}`".replace("``", "`")
+    return _code(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+
+
+def _secret(key: Any) -> bool:
+    """Whether a key names a value that may be a key (``apiKey``, ``env``, ``headers``, a provider's ``config``)."""
+    return str(key).lower().replace("_", "").replace("-", "") in _SECRET_KEYS
+
+
+def _holds_secret(value: Any) -> bool:
+    """Whether a value holds, at any depth, a key whose value may be a key."""
+    if isinstance(value, dict):
+        return any(_secret(k) or _holds_secret(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_secret(v) for v in value)
+
+
+def _shown_at(where: str, value: Any) -> str:
+    """The value at ``where`` as IMPORT.md quotes it; only its path when it is, or holds, what may be a key."""
+    if any(_secret(part) for part in _PATH_PARTS.split(where)) or _holds_secret(value):
+        return "a value not shown (it may hold a key)"
+    return _shown(value)
 
 
 # --- providers ------------------------------------------------------------------------------------------------------
@@ -162,11 +218,25 @@ def _endpoint_of(spec: Any, embedding: bool = False) -> tuple[dict[str, Any] | N
         endpoint["base_url"] = config["apiBaseUrl"]
     elif isinstance(config.get("apiHost"), str):
         endpoint["base_url"] = f"https://{config['apiHost']}/v1"
-    if isinstance(config.get("apiKeyEnvar"), str):
+    if "apiKeyEnvar" in config:
+        if not isinstance(config["apiKeyEnvar"], str) or not ENV_NAME.fullmatch(config["apiKeyEnvar"]):
+            return None, [], "its config.apiKeyEnvar is not the name of an environment variable (letters, digits, _)"
         endpoint["api_key_env"] = config["apiKeyEnvar"]
     if isinstance(config.get("temperature"), (int, float)) and not isinstance(config["temperature"], bool):
         endpoint["temperature"] = config["temperature"]
-    return endpoint, left, None
+    problem = _endpoint_problem(endpoint)
+    return (None, [], problem) if problem else (endpoint, left, None)
+
+
+def _endpoint_problem(endpoint: Mapping[str, Any]) -> str | None:
+    """Why an endpoint cannot be written to envelope-ci.yaml or put in a command (the endpoints schema), else None."""
+    errors = _ENDPOINTS.errors({"endpoint": dict(endpoint)})
+    if errors:
+        place = ".".join(map(str, list(errors[0].absolute_path)[1:])) or "endpoint"
+        return f"its {place} is not what an envelope-ci endpoint takes ({errors[0].validator}), e.g. an empty model"
+    if not all(str(endpoint[k]).isprintable() for k in ("base_url", "model")):
+        return "its base URL or model holds a line break or another control character"
+    return None
 
 
 def _known_provider(parts: list[str], embedding: bool) -> dict[str, Any] | None:
@@ -198,14 +268,15 @@ def model_runs(providers: Any, skipped: list[Skipped]) -> list[ModelRun]:
         endpoint, left, why = _endpoint_of(spec)
         ident = spec.get("id") if isinstance(spec, dict) else spec
         if endpoint is None:
-            skipped.append(Skipped(where, _shown(ident), f"not converted: {why}"))
+            skipped.append(Skipped(where, _shown_at(where, ident), f"not converted: {why}"))
             continue
-        extra = sorted(set(spec) - {"id", "config"}) if isinstance(spec, dict) else []
-        skipped += [Skipped(f"{where}.{key}", _shown(spec[key]), "not converted: a run names its model by its "
-                            "flags; labels, per-provider prompts and transforms have no equivalent") for key in extra]
+        extra = [key for key in spec if key not in ("id", "config")] if isinstance(spec, dict) else []
+        skipped += [Skipped(f"{where}.{key}", _shown_at(f"{where}.{key}", spec[key]), "not converted: a run names "
+                            "its model by its flags; labels, per-provider prompts and transforms have no equivalent")
+                    for key in extra]
         runs.append(ModelRun(str(ident), endpoint["base_url"], endpoint["model"], endpoint["provider"],
                              endpoint["api_key_env"], endpoint.get("temperature")))
-        skipped += [Skipped(f"{where}.config.{key}", _shown(spec["config"][key]),
+        skipped += [Skipped(f"{where}.config.{key}", "a provider setting",
                             "not converted: " + ("a key written in a config file is never copied; give it in "
                                                  "EVAL_API_KEY" if key == "apiKey" else
                                                  "envelope-ci sends the case's own request fields only"))
@@ -224,7 +295,7 @@ class Endpoints:
         """The endpoint name an llm-rubric is judged at, added on first use; None (listed) without an equivalent."""
         endpoint, left, why = _endpoint_of(spec if spec is not None else DEFAULT_JUDGE)
         if endpoint is None:
-            self.skipped.append(Skipped(where, _shown(spec), f"not converted: the judge provider {why}"))
+            self.skipped.append(Skipped(where, _shown_at(where, spec), f"not converted: the judge provider {why}"))
             return None
         self._left(where, left)
         for name, known in self.named.items():
@@ -238,11 +309,12 @@ class Endpoints:
         """Whether ``similar`` has its ``embeddings`` endpoint (there is one per suite); listed when not."""
         endpoint, left, why = _endpoint_of(spec if spec is not None else DEFAULT_EMBEDDER, embedding=True)
         if endpoint is None:
-            self.skipped.append(Skipped(where, _shown(spec), f"not converted: the embedding provider {why}"))
+            self.skipped.append(Skipped(where, _shown_at(where, spec),
+                                        f"not converted: the embedding provider {why}"))
             return False
         if self.named.setdefault("embeddings", endpoint) != endpoint:
-            self.skipped.append(Skipped(where, _shown(spec), "not converted: envelope-ci asks one embeddings "
-                                                             "endpoint per suite, and another is named already"))
+            self.skipped.append(Skipped(where, _shown_at(where, spec), "not converted: envelope-ci asks one "
+                                        "embeddings endpoint per suite, and another is named already"))
             return False
         self._left(where, left)
         return True
@@ -368,11 +440,12 @@ class Asserts:
                              "(docs/assertions.md#threshold-and-weight)",
                    "threshold": f"envelope-ci's {base} is pass or fail, with no score to hold to a threshold",
                    "metric": "a name in promptfoo's report only"}.get(key, "not a key envelope-ci's assertions take")
-            self.skipped.append(Skipped(f"{where}.{key}", _shown(entry[key]), f"not converted: {why}"))
+            self.skipped.append(Skipped(f"{where}.{key}", _shown_at(f"{where}.{key}", entry[key]),
+                                        f"not converted: {why}"))
 
     def _skip(self, where: str, what: Any, why: str) -> dict[str, Any] | None:
         """List an entry as not converted; None, what a skipped entry converts to."""
-        self.skipped.append(Skipped(where, _shown(what), f"not converted: {why}"))
+        self.skipped.append(Skipped(where, _shown_at(where, what), f"not converted: {why}"))
         return None
 
 
@@ -386,6 +459,7 @@ class Prompt:
     keys: dict[str, Any]
     text: str
     files: dict[str, str]
+    renamed: str | None = None  # the copied file's name when its own would be read as a case file
 
 
 def _chat(data: Any) -> list[dict[str, Any]] | None:
@@ -422,12 +496,18 @@ def _prompt_file(ref: str, source: Source, taken: set[str]) -> Prompt | str:
         return Prompt({"messages": messages}, _messages_text(messages), {})
     if re.search(r"^---$", text, re.MULTILINE):
         return "holds several prompts split by ---: give each its own file"
-    name = Path(ref).name
+    name = _copied_name(Path(ref).name)
     stem, n = name, 2
     while f"prompts/{name}" in taken:
         name, n = f"{Path(stem).stem}-{n}{Path(stem).suffix}", n + 1
     taken.add(f"prompts/{name}")
-    return Prompt({"prompt_file": f"prompts/{name}"}, text, {f"prompts/{name}": text})
+    renamed = name if name != Path(ref).name else None
+    return Prompt({"prompt_file": f"prompts/{name}"}, text, {f"prompts/{name}": text}, renamed)
+
+
+def _copied_name(name: str) -> str:
+    """A prompt file's name in ``prompts/``: ``.txt`` appended when its suffix would make the suite read it as cases."""
+    return f"{name}.txt" if Path(name).suffix.lower() in CASE_SUFFIXES else name
 
 
 def prompts_of(config: Mapping[str, Any], source: Source, skipped: list[Skipped]) -> list[Prompt]:
@@ -439,16 +519,28 @@ def prompts_of(config: Mapping[str, Any], source: Source, skipped: list[Skipped]
     for i, entry in enumerate(entries):
         where = f"prompts[{i}]"
         if isinstance(entry, dict):
+            skipped += _prompt_keys(where, entry)
             entry = entry.get("raw", entry.get("id"))
         found = _prompt(entry, source, taken)
         if isinstance(found, str):
-            skipped.append(Skipped(where, _shown(entry), f"not converted: {found}"))
+            skipped.append(Skipped(where, _shown_at(where, entry), f"not converted: {found}"))
         else:
             out.append(found)
-            skipped += [Skipped(where, f"`{expr}`", "not converted: a Nunjucks expression; envelope-ci fills only "
+            skipped += [Skipped(where, _shown(entry), "converted with a change: copied as "
+                                f"{_code('prompts/' + found.renamed)}, "
+                                "since a file of that suffix in the suite is read as cases")] if found.renamed else []
+            skipped += [Skipped(where, _code(expr), "not converted: a Nunjucks expression; envelope-ci fills only "
                                 "plain {{ name }} placeholders and sends this as written: rewrite it")
                         for expr in _NUNJUCKS.findall(found.text) if not PLACEHOLDER.fullmatch(expr)]
     return out
+
+
+def _prompt_keys(where: str, entry: Mapping[Any, Any]) -> list[Skipped]:
+    """The keys of a prompt object other than the one its text is taken from (label, config, function, ...)."""
+    used = "raw" if "raw" in entry else "id"
+    return [Skipped(f"{where}.{key}", _shown_at(f"{where}.{key}", entry[key]), "not converted: a prompt here is its "
+                    "text; labels, per-prompt config and functions have no equivalent")
+            for key in entry if key != used]
 
 
 def _prompt(entry: Any, source: Source, taken: set[str]) -> Prompt | str:
@@ -478,7 +570,10 @@ def _csv_tests(text: str) -> list[dict[str, Any]]:
     for row in csv.DictReader(io.StringIO(text)):
         test: dict[str, Any] = {"vars": {}, "assert": []}
         for key, value in row.items():
-            key = (key or "").strip()
+            if key is None:  # csv.DictReader's key for the cells past the header row
+                test["__cells"] = [v for v in value if v.strip()]
+                continue
+            key = key.strip()
             value = value if isinstance(value, str) else ""
             if key.startswith("__expected"):
                 if value.strip():
@@ -503,14 +598,14 @@ def tests_of(config: Mapping[str, Any], source: Source, skipped: list[Skipped]) 
         ref = _file_ref(entry) if isinstance(entry, str) else None
         if ref is None:
             if isinstance(entry, str):
-                skipped.append(Skipped(where, _shown(entry), "not converted: a test source envelope-ci cannot read "
-                                                             "(a dataset or sheet): export it to CSV"))
+                skipped.append(Skipped(where, _shown_at(where, entry), "not converted: a test source envelope-ci "
+                                       "cannot read (a dataset or sheet): export it to CSV"))
             else:
                 out.append((where, entry))
             continue
         found = _tests_file(ref, source)
         if isinstance(found, str):
-            skipped.append(Skipped(where, _shown(entry), f"not converted: {found}"))
+            skipped.append(Skipped(where, _shown_at(where, entry), f"not converted: {found}"))
         else:
             out += [(f"{ref}[{n}]", test) for n, test in enumerate(found, start=1)]
     return out
@@ -593,13 +688,13 @@ class CaseBuilder:
     def case(self, where: str, test: Any, number: int) -> dict[str, Any] | None:
         """One test as a case, or None (listed) when its vars cannot be envelope-ci's."""
         if not isinstance(test, dict):
-            self.skipped.append(Skipped(where, _shown(test), "not converted: not a test"))
+            self.skipped.append(Skipped(where, _shown_at(where, test), "not converted: not a test"))
             return None
         variables = test.get("vars", {}) if isinstance(test.get("vars", {}), dict) else {}
         for name, value in variables.items():
             problem = _var_problem(value)
             if problem:
-                self.skipped.append(Skipped(f"{where}.vars.{name}", _shown(value),
+                self.skipped.append(Skipped(f"{where}.vars.{name}", _shown_at(f"{where}.vars.{name}", value),
                                             f"not converted, nor is its test: {problem}"))
                 return None
         self._left_keys(test, where)
@@ -629,12 +724,13 @@ class CaseBuilder:
         used = set(PLACEHOLDER.findall(self.prompt.text))
         missing = sorted(used - variables.keys() - self.defaults.get("vars", {}).keys())
         for name in missing:
-            self.skipped.append(Skipped(f"{where}.vars", "no value for {{ " + name + " }}",
+            self.skipped.append(Skipped(f"{where}.vars", "no value for " + _code("{{ " + name + " }}"),
                                         f"case {case_id} sends it as empty text, as promptfoo renders an unset "
                                         "variable"))
         for name in sorted(variables.keys() - used):
-            self.skipped.append(Skipped(f"{where}.vars.{name}", "a variable the prompt does not use as {{ " + name +
-                                        " }}", f"left out of case {case_id}: envelope-ci refuses a variable nothing "
+            self.skipped.append(Skipped(f"{where}.vars.{name}", "a variable the prompt does not use as "
+                                        + _code("{{ " + name + " }}"),
+                                        f"left out of case {case_id}: envelope-ci refuses a variable nothing "
                                         "sends (assertions that name it are filled in at import)"))
         return {**{k: v for k, v in variables.items() if k in used}, **dict.fromkeys(missing, "")}
 
@@ -659,15 +755,16 @@ class CaseBuilder:
 
     def _left_keys(self, test: Mapping[str, Any], where: str) -> None:
         """List the test keys a case does not take (test-level threshold, options, metadata, ...)."""
-        for key in sorted(set(test) - _TEST_KEYS - {"__columns"}):
-            self.skipped.append(Skipped(f"{where}.{key}", _shown(test[key]), "not converted: not a key a case takes"))
+        for key in [k for k in test if k not in _TEST_KEYS and k not in ("__columns", "__cells")]:
+            self.skipped.append(Skipped(f"{where}.{key}", _shown_at(f"{where}.{key}", test[key]),
+                                        "not converted: not a key a case takes"))
         if "threshold" in test:
-            self.skipped.append(Skipped(f"{where}.threshold", _shown(test["threshold"]),
+            self.skipped.append(Skipped(f"{where}.threshold", _shown_at(where, test["threshold"]),
                                         "not converted: envelope-ci fails a case on any failed assertion, with no "
                                         "weighted score (docs/assertions.md#threshold-and-weight)"))
         options: dict[str, Any] = test["options"] if isinstance(test.get("options"), dict) else {}
         for key in sorted(set(options) - {"provider"}):
-            self.skipped.append(Skipped(f"{where}.options.{key}", _shown(options[key]),
+            self.skipped.append(Skipped(f"{where}.options.{key}", _shown_at(f"{where}.options.{key}", options[key]),
                                         "not converted: a prefix, suffix, transform or other option changes what "
                                         "is sent or checked"))
 
@@ -687,7 +784,8 @@ def _defaults(default_test: Any, asserts: Asserts, skipped: list[Skipped]) -> tu
     if default_test is None:
         return {}, []
     if not isinstance(default_test, dict):
-        skipped.append(Skipped("defaultTest", _shown(default_test), "not converted: write it inline"))
+        skipped.append(Skipped("defaultTest", _shown_at("defaultTest", default_test), "not converted: write it "
+                               "inline"))
         return {}, []
     out: dict[str, Any] = {}
     variables: dict[str, Any] = default_test["vars"] if isinstance(default_test.get("vars"), dict) else {}
@@ -695,18 +793,20 @@ def _defaults(default_test: Any, asserts: Asserts, skipped: list[Skipped]) -> tu
     for name, value in variables.items():
         problem = _var_problem(value)
         if problem:
-            skipped.append(Skipped(f"defaultTest.vars.{name}", _shown(value), f"not converted: {problem}"))
+            skipped.append(Skipped(f"defaultTest.vars.{name}", _shown_at(f"defaultTest.vars.{name}", value),
+                                   f"not converted: {problem}"))
         else:
             good[name] = value
     if good:
         out["vars"] = good
     for key in sorted(set(default_test) - {"vars", "assert", "options"}):
-        skipped.append(Skipped(f"defaultTest.{key}", _shown(default_test[key]), "not converted: not a default a "
-                               "case takes (a threshold: envelope-ci fails a case on any failed assertion)"))
+        skipped.append(Skipped(f"defaultTest.{key}", _shown_at(f"defaultTest.{key}", default_test[key]),
+                               "not converted: not a default a case takes (a threshold: envelope-ci fails a "
+                               "case on any failed assertion)"))
     options: dict[str, Any] = default_test["options"] if isinstance(default_test.get("options"), dict) else {}
     for key in sorted(set(options) - {"provider"}):
-        skipped.append(Skipped(f"defaultTest.options.{key}", _shown(options[key]), "not converted: an option that "
-                               "changes what is sent or checked"))
+        skipped.append(Skipped(f"defaultTest.options.{key}", _shown_at(f"defaultTest.options.{key}", options[key]),
+                               "not converted: an option that changes what is sent or checked"))
     entries = [(f"defaultTest.assert[{i}]", e) for i, e in enumerate(default_test.get("assert") or [])]
     fixed = [asserts.convert(e, at, _grader(default_test)) for at, e in entries if not _templated(e)]
     if any(fixed):
@@ -718,7 +818,8 @@ def convert(config: Mapping[str, Any], source: Source) -> Conversion:
     """The fixtures, settings and notes a promptfoo config becomes, and every item that could not be converted."""
     skipped: list[Skipped] = []
     for key in sorted(set(config) - _TOP_KEYS):
-        skipped.append(Skipped(key, _shown(config[key]), "not converted: no envelope-ci setting means this "
+        skipped.append(Skipped(str(key), _shown_at(str(key), config[key]), "not converted: no envelope-ci setting "
+                               "means this "
                                "(a run's options are its flags)"))
     runs = model_runs(config.get("providers", config.get("targets")), skipped)
     prompts = prompts_of(config, source, skipped)
@@ -750,8 +851,10 @@ def convert(config: Mapping[str, Any], source: Source) -> Conversion:
 def _csv_columns(where: str, test: Any) -> list[Skipped]:
     """The ``__`` columns of a CSV row that no case key means (``__prefix``, ``__threshold``, ``__metadata:*``...)."""
     columns = test.get("__columns", {}) if isinstance(test, dict) else {}
-    return [Skipped(f"{where}.{key}", _shown(value), "not converted: a CSV column no case key means")
-            for key, value in columns.items() if value]
+    cells = test.get("__cells", []) if isinstance(test, dict) else []
+    return [Skipped(f"{where}.{key}", _shown_at(f"{where}.{key}", value), "not converted: a CSV column no case key "
+                    "means") for key, value in columns.items() if value] + [
+        Skipped(where, _shown(cells), "not converted: cells past the header row have no column name")] * bool(cells)
 
 
 def _unique(skipped: list[Skipped]) -> list[Skipped]:
@@ -769,38 +872,39 @@ def _yaml(data: Any) -> str:
 def _run_lines(into: str, run: ModelRun) -> list[str]:
     """The ``run`` command and Action inputs for one model provider."""
     flags = f"--base-url {shlex.quote(run.base_url)} --model {shlex.quote(run.model)}"
-    flags += f" --provider {run.provider}" if run.provider != "openai-chat" else ""
-    flags += f" --temperature {run.temperature}" if run.temperature is not None else ""
+    flags += f" --provider {shlex.quote(run.provider)}" if run.provider != "openai-chat" else ""
+    flags += f" --temperature {shlex.quote(str(run.temperature))}" if run.temperature is not None else ""
     inputs = [f"base-url: {run.base_url}", f"model: {run.model}", f"provider: {run.provider}"]
     inputs += [f"temperature: {run.temperature}"] if run.temperature is not None else []
-    return [f"`{run.source}`:", "", "```sh", f'EVAL_API_KEY="${run.key_env}" envelope-ci run {into} {flags}', "```",
-            "", "As Action inputs (`with:`): " + ", ".join(f"`{i}`" for i in inputs) + ".", ""]
+    key = f'"${run.key_env}"' if ENV_NAME.fullmatch(run.key_env) else "..."  # checked at conversion; never pasted raw
+    return [f"{_code(run.source)}:", "", "```sh", f"EVAL_API_KEY={key} envelope-ci run {into} {flags}", "```",
+            "", "As Action inputs (`with:`): " + ", ".join(_code(i, 200) for i in inputs) + ".", ""]
 
 
 def _endpoint_lines(into: str, endpoints: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What the operator must pass for the judges and embeddings envelope-ci.yaml names."""
     if not endpoints:
         return []
-    given = " ".join(f"--endpoint {n}={shlex.quote(e['base_url'])}" for n, e in endpoints.items())
+    given = " ".join(f"--endpoint {shlex.quote(n + '=' + e['base_url'])}" for n, e in endpoints.items())
     keys = sorted({e["api_key_env"] for e in endpoints.values() if "api_key_env" in e})
-    allowed = " ".join(f"--allow-key-env {k}" for k in keys)
+    allowed = " ".join(f"--allow-key-env {shlex.quote(k)}" for k in keys)
     return ["## Judges and embeddings", "",
-            "`envelope-ci.yaml` names " + ", ".join(f"`{n}` ({e['model']} at {e['base_url']})"
+            "`envelope-ci.yaml` names " + ", ".join(f"{_code(n)} ({_code(e['model'])} at {_code(e['base_url'], 200)})"
                                                   for n, e in endpoints.items()) + ". "
             "The settings file is pull-request content, so it never chooses where a key goes: a live run calls "
             "these endpoints only at a URL the operator gives, and reads their key variables only when the operator "
             "allows them (docs/judge.md). Add to the run command:", "", "```sh", f"{given} {allowed}".strip(), "```",
-            "", "In the Action: the inputs `endpoints` (" + ", ".join(f"`{n}=URL`" for n in endpoints) +
-            ") and `allow-key-env` (" + ", ".join(f"`{k}`" for k in keys) + "), with the keys in the step's `env`.",
+            "", "In the Action: the inputs `endpoints` (" + ", ".join(_code(f"{n}=URL") for n in endpoints) +
+            ") and `allow-key-env` (" + ", ".join(map(_code, keys)) + "), with the keys in the step's `env`.",
             ""]
 
 
 def import_notes(source: str, into: str, done: Conversion) -> str:
     """IMPORT.md: how to run the imported suite, and every item not converted with why."""
     lines = ["# Imported from promptfoo", "",
-             f"`envelope-ci import {source}` wrote {done.cases} case(s) into "
-             + ", ".join(f"`{f}`" for f in done.files if f.endswith(".yaml")) + " and `envelope-ci.yaml`.", "",
-             *([f"Prompt files were copied: {', '.join(f'`{f}`' for f in copied)}. To send the file your app "
+             f"{_code('envelope-ci import ' + source, 300)} wrote {done.cases} case(s) into "
+             + ", ".join(_code(f) for f in done.files if f.endswith(".yaml")) + " and `envelope-ci.yaml`.", "",
+             *([f"Prompt files were copied: {', '.join(map(_code, copied))}. To send the file your app "
                 "ships instead, point `prompt_file` at it from the repository root (`/path/to/prompt.txt`).", ""]
                if (copied := [f for f in done.files if f.startswith("prompts/")]) else []),
              "## Run it against your model", "",

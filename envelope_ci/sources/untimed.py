@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..canonical import digest
+from ..model import DEFAULT_PROVIDER
 
 # What differs between two recordings of the same answer to the same request.
 _MEASURED = frozenset({"elapsed_ms", "ttft_ms", "level_ms", "attempts", "notes", "headers"})
@@ -22,6 +23,8 @@ def _untimed_envelope(envelope: Any) -> Any:
     if not isinstance(envelope, Mapping):
         return envelope
     kept = {k: v for k, v in envelope.items() if k not in _MEASURED}
+    if kept.get("provider") == DEFAULT_PROVIDER:  # older recordings name none: the same wire format
+        del kept["provider"]
     body = kept.get("body")
     if isinstance(body, Mapping):
         kept["body"] = {k: v for k, v in body.items() if k not in _BODY_MEASURED}

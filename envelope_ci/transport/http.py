@@ -12,9 +12,11 @@ import requests
 import urllib3
 from msgspec.structs import replace
 
+from ..errors import UsageError
 from ..model import DEFAULT_PROVIDER, Case, Envelope
 from ..providers.base import Provider
 from ..secrets import Secrets
+from ..urls import origin, shown_host
 from .reading import TRANSPORT_ERRORS, Limits, deadline_passed, read_stream, read_whole
 from .watchdog import Alarm, Watchdog, WatchedAdapter
 
@@ -51,7 +53,7 @@ class Client:
         self.session = requests.Session()
         for scheme in ("http://", "https://"):
             self.session.mount(scheme, WatchedAdapter())
-        self.url = provider.url(settings.base_url)
+        self.url = provider_url(provider, settings.base_url)
         _read_environment_once(self.session, self.url)
         self.headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": USER_AGENT}
         self.headers.update(settings.extra_headers)
@@ -98,6 +100,16 @@ class Client:
                   else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url))
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3),
                         provider=self.provider.name)
+
+
+def provider_url(provider: Provider, base_url: str) -> str:
+    """Where ``provider`` posts for ``base_url``, refused unless at its origin: the host check vets the base URL only,
+    and a plug-in's ``url()`` must not send the key and the prompts elsewhere."""
+    url = provider.url(base_url)
+    if origin(url) is None or origin(url) != origin(base_url):
+        raise UsageError(f"provider {provider.name!r} would post to {shown_host(url, base_url)}, not the "
+                         f"endpoint's host {shown_host(base_url, url)}: a provider may only add a path to the base URL")
+    return url
 
 
 def _read_environment_once(session: requests.Session, url: str) -> None:

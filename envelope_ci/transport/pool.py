@@ -28,7 +28,7 @@ from ..sources.requests import request_record
 from ..urls import endpoint_secrets
 from .adaptive import AdaptiveLimit
 from .embeddings import Embedder
-from .http import Client, ClientSettings
+from .http import Client, ClientSettings, provider_url
 from .progress import Progress
 from .retry import Budget, Throttle, call_with_retries, rate_limit_spent
 from .watchdog import Watchdog
@@ -138,6 +138,7 @@ def run_live(
     ``judges`` are the llm-rubric endpoints by name: each answer is judged before it is graded and recorded.
     ``record_headers`` are the response headers a recording keeps (``record_headers`` in envelope-ci.yaml).
     """
+    _check_urls(settings, provider, judges or {})
     writer = RecordingWriter(record, record_headers) if record else None
     watchdog = Watchdog()
     try:
@@ -157,6 +158,13 @@ def run_live(
     if pool.grading_error is not None:
         raise pool.grading_error
     return pool.outcome()
+
+
+def _check_urls(settings: ClientSettings, provider: Provider, judges: Mapping[str, ClientSettings]) -> None:
+    """Refuse, before any call, a provider that would post away from its endpoint's host (a usage error, exit 2)."""
+    provider_url(provider, settings.base_url)
+    for name, judge in judges.items():
+        provider_url(provider_named(judge.provider, f"endpoints.{name}.provider"), judge.base_url)
 
 
 def _join(threads: list[threading.Thread], stop: threading.Event, grace_s: float, deadline: float) -> bool:
@@ -235,7 +243,7 @@ class _Pool:
                                      self.stop, rng)
         except Exception as exc:  # a bug of ours must cost one case, not a worker's whole queue
             detail = self.secrets.mask(f"{type(exc).__name__}: {exc}")[:300]
-            return (Envelope(error=f"envelope-ci internal error: {detail}"),
+            return (Envelope(error=f"envelope-ci internal error: {detail}", provider=client.provider.name),
                     [{"attempt": 1, "label": "drop", "error": detail}])
 
     def _judged(self, judges: Mapping[str, Client], case: Case, env: Envelope, rng: random.Random) -> Envelope:
@@ -305,16 +313,20 @@ class _Pool:
         missing = [c for c in self.cases if not outcome.grades[c.id]]
         why = self._why_stopped()
         for case in missing:
-            outcome.grades[case.id] = [grade(Envelope(error=f"not run: {why} before this case finished"), case)]
+            outcome.grades[case.id] = [grade(self._unrun(f"not run: {why} before this case finished"), case)]
         for case in self.cases:  # a repeat never sent is lost evidence, as a dropped one is:
             # the run cannot pass on fewer
             unsent = self.repeats - len(outcome.grades[case.id])
             outcome.grades[case.id] += (
-                [grade(Envelope(error=f"not run: {why} before this repeat finished"), case)] * max(0, unsent))
+                [grade(self._unrun(f"not run: {why} before this repeat finished"), case)] * max(0, unsent))
         if outcome.interrupted:
             outcome.notes.append(
                 f"{why}: {len(self.results)} of {len(self.jobs)} calls finished; {len(missing)} case(s) not run")
         return outcome
+
+    def _unrun(self, why: str) -> Envelope:
+        """A drop for a call never made, in the run's wire format, so it names no provider the run did not use."""
+        return Envelope(error=why, provider=self.provider.name)
 
     def _why_stopped(self) -> str:
         if self.out_of_time:

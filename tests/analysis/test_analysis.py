@@ -443,3 +443,15 @@ def test_a_case_label_is_the_worst_delivered_repeat_one_repeat_or_many(labels):
     grades = [Grade(label, (), None, None, None, 200, None, None, False, None, None, 1) for label in labels]
     delivered = [label for label in labels if not label.is_transport]
     assert case_label(grades) is (min(delivered, key=_SEVERITY.index) if delivered else labels[-1])
+
+
+def test_an_old_recording_and_a_new_one_of_the_same_answer_digest_alike() -> None:
+    """A recording from before envelopes named their provider reads as openai-chat's: retimed, not modified."""
+    from envelope_ci.sources.untimed import answer_digest
+
+    old = {"http_status": 200, "body": {"choices": [{"message": {"content": "ready"}}]}, "elapsed_ms": 5.0}
+    new = {**old, "provider": "openai-chat", "elapsed_ms": 9.0}
+    case = {"id": "a", "prompt": "p"}
+    assert answer_digest({**case, "recorded": old}, {}) == answer_digest({**case, "recorded": new}, {})
+    other = {**old, "provider": "anthropic-messages"}
+    assert answer_digest({**case, "recorded": old}, {}) != answer_digest({**case, "recorded": other}, {})

@@ -58,7 +58,7 @@ def test_an_openai_compatible_provider_becomes_the_run_flags_never_a_setting(tmp
     assert ('EVAL_API_KEY="$LOCAL_LLM_KEY" envelope-ci run ' + into.as_posix() +
             " --base-url http://localhost:8080/v1 --model llama-3.1-8b-instruct --temperature 0") in notes
     assert "`base-url: http://localhost:8080/v1`, `model: llama-3.1-8b-instruct`, `provider: openai-chat`" in notes
-    assert "- `providers[0].config.max_tokens`: `128`" in notes
+    assert "- `providers[0].config.max_tokens`: a provider setting" in notes
     assert "localhost:8080" not in (into / "envelope-ci.yaml").read_text("utf-8")
 
 
@@ -165,3 +165,131 @@ def test_the_imported_suite_records_live_then_runs_offline(tmp_path, srv):
     assert labels == {row["id"]: row["label"] for row in live_report["cases"]}
     assert labels == {"French-greeting": "right", "Spanish-greeting": "right", "German-thanks": "wrong",
                       "Italian-farewell": "right"}
+
+
+def import_config(tmp_path: Path, config: dict, *args: str) -> tuple[Path, str]:
+    """Import a config written into ``tmp_path/cfg``; the directory it went into and the command's output."""
+    folder = tmp_path / "cfg"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "promptfooconfig.yaml").write_text(yaml.safe_dump(config), "utf-8")
+    into = tmp_path / "evals"
+    result = run_cli(["import", folder / "promptfooconfig.yaml", "--into", into, *args])
+    assert result.code == 0, result.err
+    return into, result.out
+
+
+def written(into: Path) -> str:
+    return "".join(p.read_text("utf-8") for p in sorted(into.rglob("*")) if p.is_file())
+
+
+SECRET = "sk-test-SECRET"
+KEYED = {"id": "openai:gpt-4o-mini", "config": {"apiKey": SECRET, "headers": {"Authorization": SECRET}}}
+
+
+def test_no_key_in_the_config_reaches_a_written_file_or_the_dry_run(tmp_path):
+    config = {"prompts": ["Say {{ x }}"], "env": {"OPENAI_API_KEY": SECRET},
+              "providers": [KEYED, {"id": "bedrock:m", "config": {"apiKey": SECRET}}, {"id": KEYED}],
+              "defaultTest": {"options": {"provider": KEYED, "headers": {"X": SECRET}}},
+              "tests": [{"vars": {"x": "hi"}, "provider": KEYED, "options": {"provider": "openai:gpt-4o",
+                                                                            "apiKey": SECRET},
+                         "assert": [{"type": "llm-rubric", "value": "polite", "provider": KEYED},
+                                    {"type": "llm-rubric", "value": "kind", "provider": {"id": "x:y", "config": {
+                                        "apiKey": SECRET}}},
+                                    {"type": "contains", "value": "hi", "provider": KEYED},
+                                    {"type": "factuality", "value": "hi", "provider": KEYED}]}]}
+    into, _ = import_config(tmp_path, config)
+    assert SECRET not in written(into)
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    assert "- `env`: a value not shown" in notes
+    assert "- `providers[0].config.apiKey`: a provider setting" in notes
+    _, out = import_config(tmp_path / "dry", config, "--dry-run")
+    assert SECRET not in out and "providers[0].config.apiKey" in out
+
+
+def test_a_name_or_value_from_the_config_never_runs_in_a_printed_command(tmp_path):
+    config = {"prompts": ["Say {{ x }}"],
+              "providers": [{"id": "openai:chat:m", "config": {"apiKeyEnvar": 'X}"; touch /tmp/pwned; echo "'}},
+                            "anthropic:messages:",
+                            {"id": "openai:chat:m2", "config": {"apiBaseUrl": "http://h/v1; touch /tmp/pwned"}}],
+              "tests": [{"vars": {"x": "hi"}, "assert": [
+                  {"type": "llm-rubric", "value": "polite",
+                   "provider": {"id": "openai:gpt-4o", "config": {"apiKeyEnvar": "Y; rm -rf ~"}}},
+                  {"type": "llm-rubric", "value": "kind", "provider": "openai:chat:"}]}]}
+    into, _ = import_config(tmp_path, config)
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    assert "pwned; echo" not in notes and "rm -rf" not in notes + (into / "envelope-ci.yaml").read_text("utf-8")
+    assert "--base-url 'http://h/v1; touch /tmp/pwned' --model m2" in notes
+    assert "- `providers[0]`: `openai:chat:m` — not converted: its config.apiKeyEnvar is not the name" in notes
+    assert "- `providers[1]`: `anthropic:messages:` — not converted: its model is not what" in notes
+    assert "- `tests[0].assert[1].provider`: a value not shown (it may hold a key) — not converted: the judge" in notes
+    assert run_cli(["hash", into]).code == 0
+
+
+def test_a_file_reference_outside_the_config_folder_is_refused(tmp_path):
+    (tmp_path / "outside.txt").write_text("OUTSIDE-TEXT {{ x }}", "utf-8")
+    (tmp_path / "outside.csv").write_text("x\nOUTSIDE-TEXT\n", "utf-8")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "link.txt").symlink_to(tmp_path / "outside.txt")
+    (tmp_path / "cfg" / "link.csv").symlink_to(tmp_path / "outside.csv")
+    into, _ = import_config(tmp_path, {
+        "prompts": [f"file://{tmp_path / 'outside.txt'}", "file://../outside.txt", "file://link.txt", "Say {{ x }}"],
+        "tests": ["file://../outside.csv", "file://link.csv", f"file://{tmp_path / 'outside.csv'}"]})
+    assert "OUTSIDE-TEXT" not in written(into)
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    for where in ("prompts[0]", "prompts[1]", "prompts[2]", "tests[0]", "tests[1]", "tests[2]"):
+        assert f"- `{where}`: " in notes
+    assert notes.count("is outside the config's folder") == 6
+
+
+def test_every_key_of_a_prompt_object_but_its_text_is_listed(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "p.txt").write_text("Hi {{ x }}", "utf-8")
+    into, _ = import_config(tmp_path, {
+        "prompts": [{"raw": "Say {{ x }}", "label": "short", "config": {"apiKey": SECRET}},
+                    {"id": "file://p.txt", "label": "file", "function": "f"}],
+        "tests": [{"vars": {"x": "hi"}}]})
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    for item in ("- `prompts[0].label`: `short` — not converted", "- `prompts[0].config`: a value not shown",
+                 "- `prompts[1].label`: `file` — not converted", "- `prompts[1].function`: `f` — not converted"):
+        assert item in notes
+    assert SECRET not in written(into)
+
+
+def test_a_csv_expected_cell_takes_only_promptfoos_types_as_prefixes_and_extra_cells_are_listed(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "t.csv").write_text(
+        "x,__expected1,__expected2,__expected3,__description\n"
+        "a,answer: Paris,https://x.example,not-icontains:bar,one\n"
+        "b,contains:foo,similar(0.9):hello,equals:b,two,EXTRA-CELL\n", "utf-8")
+    into, _ = import_config(tmp_path, {"prompts": ["Say {{ x }}"], "tests": ["file://t.csv"]})
+    cases = {c["id"]: c for c in fixture(into)["cases"]}
+    assert cases["one"]["assert"] == [{"type": "equals", "value": "answer: Paris"},
+                                      {"type": "equals", "value": "https://x.example"},
+                                      {"type": "not-icontains", "value": "bar"}]
+    assert cases["two"]["assert"] == [{"type": "contains", "value": "foo"},
+                                      {"type": "similar", "value": "hello", "threshold": 0.9},
+                                      {"type": "equals", "value": "b"}]
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    assert '- `t.csv[2]`: `["EXTRA-CELL"]` — not converted: cells past the header row' in notes
+
+
+@pytest.mark.parametrize("name", ["prompt.jsonl", "prompt.recorded.jsonl"])
+def test_a_prompt_file_the_suite_would_read_as_cases_is_copied_under_another_name(tmp_path, name):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / name).write_text("Say {{ x }}\n", "utf-8")
+    into, _ = import_config(tmp_path, {"prompts": [f"file://{name}"], "tests": [{"vars": {"x": "hi"}}]})
+    assert (into / "prompts" / f"{name}.txt").read_text("utf-8") == "Say {{ x }}\n"
+    assert fixture(into)["defaults"]["prompt_file"] == f"prompts/{name}.txt"
+    assert f"converted with a change: copied as `prompts/{name}.txt`" in (into / "IMPORT.md").read_text("utf-8")
+    assert run_cli(["hash", into]).code == 0
+
+
+def test_config_text_cannot_break_out_of_its_place_in_import_notes(tmp_path):
+    into, _ = import_config(tmp_path, {
+        "prompts": ["Say {{ x }}"], "scenarios": "a ` b\n\n# Heading\n```",
+        "tests": [{"vars": {"x": "hi", "y`\n# V": "1"}, "description": "d", "weird`\n\n# K": "v"}]})
+    notes = (into / "IMPORT.md").read_text("utf-8")
+    listed = notes.split("## Not converted", 1)[1].splitlines()[2:]
+    assert listed and all(line.startswith("- ") for line in listed if line)
+    assert "- `scenarios`: ```` a ` b # Heading ``` ```` — not converted" in notes
+    assert not any(line.startswith(("#", "```")) for line in listed)

@@ -271,3 +271,35 @@ def test_a_shallow_clone_that_stops_before_the_pins_commit_reads_no_pinned_answe
 def test_no_pins_file_reads_no_pinned_answer(example: Report, tmp_path: Path) -> None:
     found = read_pinned_answers(replace(example, run=replace(example.run, pins=str(tmp_path / "none.json"))))
     assert found == PinnedAnswers(unknown="there is no pins file")
+
+
+@needs_git
+def test_a_sidecar_line_that_cannot_be_read_is_no_pinned_answer_and_the_card_says_why(pinned_repo: Path,
+                                                                                      tmp_path: Path) -> None:
+    _, data = run_report(pinned_repo / "evals", tmp_path / "out")
+    report = Report.from_json(data)
+    bad = {"id": "booking", "recorded": {**recorded(chat_body(ANSWER_THEN)), "attempts": 1e400}}
+    sidecar = pinned_repo / "evals" / "cases.yaml.recorded.jsonl"
+    sidecar.write_text('{"id": [1], "recorded": {}}\n' + json.dumps(bad) + "\n", "utf-8")
+    git(pinned_repo, "commit", "-qam", "pins", "--amend")  # the pins' commit now holds the bad lines
+    found = read_pinned_answers(report)
+    assert found.texts == {} and "line 2 of" in found.why["booking"]
+    changed = replace(report, fixtures=replace(report.fixtures, modified=("booking",)))  # else shown as graded
+    assert "line 2 of" in page.render_html(changed, pinned=found)
+
+
+@needs_git
+def test_a_recording_the_pin_was_not_made_from_is_not_shown_as_pinned(pinned_repo: Path, tmp_path: Path) -> None:
+    record(pinned_repo / "evals", ANSWER_NOW)
+    git(pinned_repo, "commit", "-qam", "pins", "--amend")  # re-recorded, and committed with the old pins
+    text = html_of(pinned_repo / "evals", tmp_path / "out")
+    assert "the same as pinned" not in text and "Pinned" not in text
+    assert "The answer's digest changed since the pins" in text and "is not the one its pin was made from" in text
+
+
+def test_the_lowered_baseline_names_as_many_cases_as_report_md_does(example: Report) -> None:
+    report = hostile_report(example)
+    ids = tuple(f"lowered-{i:02}" for i in range(25))
+    assert report.base is not None
+    text = page.render_html(replace(report, base=replace(report.base, downgraded=ids)), pinned=PinnedAnswers())
+    assert "lowered-19" in text and "lowered-20" not in text and "downgrades 25 pins" in text

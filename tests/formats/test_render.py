@@ -557,3 +557,8 @@ def test_console_strips_terminal_escapes():
     assert "a]0;pwned" in text
     assert "naive_pass_rate=n/a" in text
     assert RIGHT_JSON not in text
+
+
+def test_chart_labels_that_read_alike_get_a_prime_each_in_every_chart():
+    from envelope_ci.formats.markdown import distinct_labels
+    assert distinct_labels(["a", "a", "b", "a", "a'"]) == ["a", "a'", "b", "a''", "a'''"]

@@ -120,6 +120,21 @@ def test_a_snapshot_is_priced_as_its_model_and_never_by_a_prefix() -> None:
     assert price_of({"gpt-4o": prices["gpt-4o"]}, "gpt-4o-mini") is None
     own = {**prices, "gpt-4o-2024-05-13": {"input": 5.0, "output": 15.0}}
     assert price_of(own, "gpt-4o-2024-05-13") == own["gpt-4o-2024-05-13"]
+    claude = {"claude-sonnet-4": {"input": 3.0, "output": 15.0}}
+    assert price_of(claude, "claude-sonnet-4-20250514") == claude["claude-sonnet-4"]  # Anthropic's snapshot suffix
+    assert price_of(claude, "claude-sonnet-4-2025") is None
+
+
+def test_a_negative_token_count_counts_nothing_and_anthropic_cached_input_is_input() -> None:
+    from envelope_ci.providers.anthropic_messages import ANTHROPIC_MESSAGES
+    from envelope_ci.providers.base import token_count
+
+    assert token_count({"output_tokens": -3}, "output_tokens") is None
+    assert token_count({"output_tokens": 0}, "output_tokens") == 0
+    usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 20, "output_tokens": 7}
+    body = {"type": "message", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": usage}
+    reply = ANTHROPIC_MESSAGES.read_reply(body)
+    assert reply is not None and (reply.prompt_tokens, reply.completion_tokens) == (125, 7)
 
 
 def test_a_pinned_case_that_grows_dearer_than_its_budget_is_a_size_regression(tmp_path: Path) -> None:

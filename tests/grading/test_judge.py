@@ -218,3 +218,24 @@ def test_imported_recording_grades_offline_without_the_judge(srv: FakeOpenAI, tm
     calls = len(srv.all_requests)
     code, report, _ = run(fixtures, tmp_path / "offline")
     assert code == 0 and only_case(report)["label"] == "right" and len(srv.all_requests) == calls
+
+
+def test_an_anthropic_judge_gets_its_key_as_x_api_key_at_its_own_host_only(srv: FakeOpenAI, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge's ``provider:`` says how its key is sent, never where: the allowed origin, in that format's header."""
+    from tests.support.fake_anthropic import FakeAnthropic
+
+    monkeypatch.setenv("ENVCI_TEST_JUDGE_KEY", "sk-judge-anthropic-5c1d")
+    fixtures = suite(tmp_path, "judge-anthropic", api_key_env="ENVCI_TEST_JUDGE_KEY")
+    settings = json.loads((fixtures / "envelope-ci.yaml").read_text("utf-8"))
+    settings["endpoints"]["judge"]["provider"] = "anthropic-messages"
+    (fixtures / "envelope-ci.yaml").write_text(json.dumps(settings), "utf-8")
+    with FakeAnthropic() as judge:
+        judge.plant("judge-anthropic", verdict(True, "apologises once, names 30 days"))
+        code, report, err = run(fixtures, tmp_path / "out", "--base-url", srv.url, "--model", "m", "--endpoint",
+                                f"judge={judge.url}", "--allow-key-env", "ENVCI_TEST_JUDGE_KEY")
+        (asked,) = judge.all_requests
+    assert code == 0 and only_case(report)["label"] == "right", err
+    assert asked.path == "/v1/messages" and asked.headers["x-api-key"] == "sk-judge-anthropic-5c1d"
+    assert "authorization" not in asked.headers
+    assert all("sk-judge-anthropic-5c1d" not in json.dumps(dict(r.headers)) for r in srv.all_requests)

@@ -34,7 +34,7 @@ TEXT = [{"type": "text", "text": "Paris."}]
     (TEXT, "end_turn", None),
     (TEXT, "stop_sequence", None),
     ([{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Edinburgh"}}], "tool_use", None),
-    (TEXT, "pause_turn", None),
+    (TEXT, "pause_turn", Label.TRUNCATED),  # a paused turn is unfinished: part of an answer, never the whole
     ([{"type": "text", "text": '{"capital": "Par'}], "max_tokens", Label.TRUNCATED),
     (TEXT, "model_context_window_exceeded", Label.TRUNCATED),
     ([], "refusal", None),  # the policy answered: graded (on no text), never empty
@@ -46,7 +46,7 @@ def test_every_stop_reason_has_its_label(content: list[dict[str, Any]], stop_rea
     judged = classify(_message(content, stop_reason))
     assert judged.label is label
     if stop_reason == "max_tokens":
-        assert judged.reasons == ("stop_reason is 'max_tokens' (hit the token limit)",)
+        assert judged.reasons == ("stop_reason is 'max_tokens' (cut before its end)",)
     if stop_reason == "refusal":
         assert "stop_reason is 'refusal' (the provider's policy answered)" in judged.reasons
 
@@ -217,3 +217,23 @@ def test_a_recording_names_its_provider_and_its_request_record_does_too(tmp_path
     assert line["recorded"]["provider"] == "anthropic-messages"
     assert line["recorded"]["request"]["provider"] == "anthropic-messages"
     assert "system" in line["recorded"]["request"]["parts"]
+
+
+def test_a_repeat_no_provider_answered_does_not_change_the_fingerprint(tmp_path: Path) -> None:
+    """Pinned on three good Anthropic repeats, replayed with one an internal error: the same experiment, exit 3."""
+    case = {"id": "plain", "prompt": "[[plain]]", "assert": [{"type": "contains", "value": "Paris"}]}
+    suite = make_suite(tmp_path, [case])
+    with FakeAnthropic() as fake:
+        fake.plant("plain", Behaviour.ok("Paris"))
+        pinned, _ = run_report(suite, tmp_path / "pin-out", "--base-url", fake.url, "--model", "m", "--provider",
+                               "anthropic-messages", "--repeats", "3", "--record", tmp_path / "rec.jsonl",
+                               "--lane", "adjudication", "--write-pins")
+    assert pinned.code == 0, pinned.err
+    lines = [json.loads(line) for line in (tmp_path / "rec.jsonl").read_text("utf-8").splitlines()]
+    lines[1]["recorded"] = {"error": "envelope-ci internal error: KeyError: 'x'"}  # as an older run recorded it
+    (tmp_path / "rec.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    replayed, report = run_report(suite, tmp_path / "out", "--replay", tmp_path / "rec.jsonl", "--repeats", "3")
+    assert report is not None, replayed.err
+    assert report["alerts"] == [], report["alerts"]
+    assert replayed.code == 3, replayed.err  # inconclusive: a repeat was lost; not failed on another experiment
+    assert report["cases"][0]["label"] == "right" and "provider anthropic-messages" not in replayed.out

@@ -36,13 +36,29 @@ def _response(output: list[dict[str, Any]], status: str = "completed", reason: s
      Label.TRUNCATED),
     ([], "incomplete", "content_filter", None),  # the policy answered: graded, never empty
     ([], "completed", None, Label.EMPTY),
+    # no answer however much output it holds: a drop, never graded
+    (TEXT, "failed", None, Label.DROP),
+    (TEXT, "cancelled", None, Label.DROP),
+    # any other incomplete is a cut: a part of an answer is never graded as the whole
+    (TEXT, "incomplete", None, Label.TRUNCATED),
+    (TEXT, "incomplete", "some_future_reason", Label.TRUNCATED),
 ])
 def test_every_status_has_its_label(output: list[dict[str, Any]], status: str, reason: str | None,
                                     label: Label | None) -> None:
     judged = classify(_response(output, status, reason))
     assert judged.label is label
     if reason == "max_output_tokens":
-        assert judged.reasons == ("incomplete_details.reason is 'max_output_tokens' (hit the token limit)",)
+        assert judged.reasons == ("incomplete_details.reason is 'max_output_tokens' (cut before its end)",)
+
+
+def test_an_unfinished_response_is_never_graded_on_its_output() -> None:
+    for status in ("failed", "cancelled"):
+        judged = classify(_response(TEXT, status))
+        assert judged.label is Label.DROP and judged.reply is None
+        assert judged.reasons == (f"HTTP 200 carrying an error: the response's status is '{status}'",)
+    bare = {"object": "response", "status": "incomplete", "output": TEXT, "incomplete_details": None}
+    judged = classify(Envelope(http_status=200, body=bare, provider="openai-responses"))
+    assert judged.reasons == ("incomplete_details.reason is 'incomplete' (cut before its end)",)
 
 
 def test_a_failed_response_and_an_http_error_are_drops() -> None:
@@ -102,6 +118,19 @@ def test_a_stream_is_assembled_from_its_deltas_and_ends_at_a_terminal_event() ->
     reply = OPENAI_RESPONSES.read_reply(stream.body())
     assert reply is not None and reply.content == "Paris" and reply.finish_reason == "max_output_tokens"
     assert reply.tool_calls[0]["function"]["arguments"] == '{"a":1}' and reply.completion_tokens == 9
+
+
+@pytest.mark.parametrize("content", [None, "Pa", ["Pa"], [{"type": "output_text", "text": None}],
+                                     [{"type": "output_text"}], [7, {"type": "output_text", "text": 3}]])
+def test_a_malformed_streamed_item_is_read_not_raised(content: Any) -> None:
+    stream = _events(CREATED,
+                     {"type": "response.output_item.added", "output_index": 0,
+                      "item": {"type": "message", "role": "assistant", "content": content}},
+                     {"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "ris"},
+                     {"type": "response.completed", "response": {"status": "completed", "model": "gpt-x"}})
+    env = Envelope(http_status=200, body=stream.body(), stream_complete=stream.complete, provider="openai-responses")
+    judged = classify(env)
+    assert judged.label is None and judged.reply is not None and judged.reply.content in ("ris", "3ris")
 
 
 def test_a_stream_cut_before_its_terminal_event_is_a_drop_and_an_error_event_too() -> None:

@@ -300,3 +300,23 @@ def test_a_client_reads_the_proxy_environment_once_and_keeps_it(monkeypatch):
         assert proxied.session.proxies.get("https") == "http://proxy.example:3128"
     finally:
         watchdog.close()
+
+
+class _Elsewhere(type(OPENAI_CHAT)):  # type: ignore[misc]
+    """A plug-in-like provider whose URL leaves the base URL's host."""
+
+    name = "elsewhere"
+
+    def url(self, base_url: str) -> str:
+        return "https://collector.example/v1/chat/completions"
+
+
+def test_a_provider_that_posts_away_from_the_base_url_host_is_refused_before_any_request(srv) -> None:
+    from envelope_ci.errors import UsageError
+    from envelope_ci.transport.pool import run_live
+    from tests.support.suites import make_case
+
+    settings = ClientSettings(base_url=srv.url, model="m", api_key="sk-elsewhere-key")
+    with pytest.raises(UsageError, match="collector.example") as refused:
+        run_live([make_case(id="a", must_include=["hi"])], settings, provider=_Elsewhere())
+    assert "127.0.0.1" in str(refused.value) and srv.all_requests == []

@@ -20,7 +20,7 @@ from .budget import budget_assertion
 Prices = Mapping[str, Mapping[str, float]]
 PRICES_HINT = "prices: {MODEL_ID: {input: DOLLARS, output: DOLLARS}} per million tokens"
 # A dated snapshot's suffix (gpt-4o-mini-2024-07-18): its price is the model's unless the snapshot has its own.
-_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+_SNAPSHOT = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")  # gpt-4o-2024-08-06, claude-sonnet-4-20250514
 
 
 def price_of(prices: Prices, model_id: str) -> Mapping[str, float] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum, IntEnum
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import msgspec
@@ -278,6 +279,11 @@ class Case(Data, frozen=True):
                    default=None)
 
 
+# An envelope with no judge's or embeddings' envelopes (almost all of them) shares this one empty mapping: a dict of
+# its own each would be most of a big replay's growth.
+NO_ENVELOPES: Mapping[str, Any] = MappingProxyType({})
+
+
 class Envelope(Data, frozen=True):
     """What one attempt brought back, as recorded: the raw material of a grade.
 
@@ -300,9 +306,9 @@ class Envelope(Data, frozen=True):
     level_ms: float | None = None
     request: Mapping[str, Any] | None = None  # what was asked (sources.requests): a recording proves what it answers
     # llm-rubric text -> the judge's own envelope (grading.rubric)
-    judgements: Mapping[str, Envelope] = msgspec.field(default_factory=dict)
+    judgements: Mapping[str, Envelope] = NO_ENVELOPES
     # a text ``similar`` compares (the answer's, an expected one) -> its embeddings call's envelope
-    embeddings: Mapping[str, Envelope] = msgspec.field(default_factory=dict)
+    embeddings: Mapping[str, Envelope] = NO_ENVELOPES
     provider: str = DEFAULT_PROVIDER  # the wire format ``body`` is in: grading reads it with that provider
 
 

@@ -13,13 +13,13 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 
 from .. import atomic
 from ..errors import Problem, UsageError
-from ..model import DEFAULT_PROVIDER, Case, Data, Envelope
+from ..model import DEFAULT_PROVIDER, NO_ENVELOPES, Case, Data, Envelope
 from .files import read_text
 from .parse import NotJSON, json_problem, loads_strict, numbered_lines, too_deep
 from .validate import FileSchema
@@ -44,8 +44,8 @@ def envelope_from_raw(data: Mapping[str, Any]) -> Envelope:
         notes=tuple(data.get("notes") or ()),
         request=request_of(data),
         level_ms=data.get("level_ms"),
-        judgements={rubric: envelope_from_raw(j) for rubric, j in judgements.items()} if judgements else {},
-        embeddings={text: envelope_from_raw(e) for text, e in embeddings.items()} if embeddings else {},
+        judgements={rubric: envelope_from_raw(j) for rubric, j in judgements.items()} if judgements else NO_ENVELOPES,
+        embeddings={text: envelope_from_raw(e) for text, e in embeddings.items()} if embeddings else NO_ENVELOPES,
         provider=str(data.get("provider") or DEFAULT_PROVIDER),  # older recordings name none: openai-chat's
     )
 
@@ -164,8 +164,8 @@ class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
     def envelope(self) -> Envelope | None:
         """The envelope it records, or None when it gives both or neither of ``http_status`` and ``error`` (the
         schema's oneOf)."""
-        judged = {rubric: j.envelope() for rubric, j in self.judgements.items()}
-        embedded = {text: e.envelope() for text, e in self.embeddings.items()}
+        judged = {rubric: j.envelope() for rubric, j in self.judgements.items()} if self.judgements else NO_ENVELOPES
+        embedded = {text: e.envelope() for text, e in self.embeddings.items()} if self.embeddings else NO_ENVELOPES
         if ((self.http_status is msgspec.UNSET) == (self.error is msgspec.UNSET) or None in judged.values()
                 or None in embedded.values()):
             return None
@@ -174,8 +174,9 @@ class _Recorded(Data, frozen=True, forbid_unknown_fields=True):
                         error=None if self.error is msgspec.UNSET else self.error, attempts=self.attempts,
                         stream_complete=self.stream_complete, notes=self.notes, request=self.request,
                         level_ms=self.level_ms,
-                        judgements={rubric: j for rubric, j in judged.items() if j is not None},
-                        embeddings={text: e for text, e in embedded.items() if e is not None},
+                        # None in neither: refused above
+                        judgements=cast(Mapping[str, Envelope], judged),
+                        embeddings=cast(Mapping[str, Envelope], embedded),
                         provider=self.provider)
 
 

@@ -259,7 +259,7 @@ def _run(config: RunConfig, base: BaseSource | None, fetch: Fetcher | None, watc
     pins = read_pins(config.pins_path)
     if config.write_pins:  # refused before a single call when the reason is known already
         early = early_refusal(config.lane, config.in_ci, config.endpoint_class, config.temperature, pins,
-                              config.move_baseline)
+                              config.move_baseline, config.provider if config.base_url else None)
         if early:
             raise UsageError(early)
     digests = suite_digests(config.fixtures_dir, excluded, cases)  # the whole suite's, whatever --filter selects

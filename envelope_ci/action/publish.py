@@ -11,6 +11,7 @@ from typing import Any, TextIO
 from ..api import BaseSource
 from ..formats.escape import clean, fenced, inline
 from ..formats.history_md import trend_details
+from ..formats.html import HTML
 from ..formats.markdown import render_markdown
 from ..github.client import GitHubClient
 from ..github.commands import error_annotation, warning
@@ -35,10 +36,11 @@ OUTPUT_NAMES = (
     "baseline-lowered",
     "report-json",
     "report-markdown",
+    "report-html",
     "comment-url",
 )
 # The report files named by outputs.
-REPORT_FILE_OUTPUTS = {"report.json": "report-json", "report.md": "report-markdown"}
+REPORT_FILE_OUTPUTS = {"report.json": "report-json", "report.md": "report-markdown", HTML.filename: "report-html"}
 
 # -- the comment and the job summary ------------------------------------------------------------
 
@@ -213,7 +215,7 @@ def report_outputs(report: Report) -> dict[str, str]:
 
 
 def file_outputs(written: Sequence[Path], workspace: Path) -> dict[str, str]:
-    """report-json and report-markdown: the files the run wrote, relative to the workspace."""
+    """report-json, report-markdown and report-html: the files written, relative to the workspace."""
     return {REPORT_FILE_OUTPUTS[p.name]: relative_to(p, workspace) or str(p)
             for p in written if p.name in REPORT_FILE_OUTPUTS}
 

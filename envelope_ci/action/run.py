@@ -24,11 +24,13 @@ from ..api import BaseSource
 from ..config import RunConfig
 from ..errors import UsageError
 from ..formats.console import render_console
+from ..formats.html import HTML, html_parts
 from ..github.client import GitHubClient
 from ..github.commands import append_summary, error_annotation, warning, write_outputs
 from ..model import ExitCode
 from ..pins_history import HISTORY_FILES, load_history, write_history
 from ..report.model import Report
+from ..report.pinned_answers import read_pinned_answers
 from ..result import RunResult
 from ..secrets import Secrets
 from .basepins import fetch_base_pins, git_in
@@ -53,7 +55,7 @@ from .publish import (
 from .suite import Suite, locate, run_config
 
 # Files a previous run in this job may have left in the suite's report folder.
-STALE_FILES = ("report.json", "report.md", "junit.xml", "comment.md", *HISTORY_FILES)
+STALE_FILES = ("report.json", "report.md", "junit.xml", HTML.filename, "comment.md", *HISTORY_FILES)
 
 
 @dataclass
@@ -128,6 +130,7 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
         return _shard_outcome(job, ran, outputs)
     outputs["comment-url"] = _publish(job, ran, base)
     outputs.update(_annotate(job, ran))
+    outputs.update(_page(job, ran))
     outputs["exit-code"] = str(int(ran.exit_code))
     if ran.exit_code == ExitCode.INCONCLUSIVE and not inputs.fail_on_inconclusive:
         out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — "
@@ -289,6 +292,23 @@ def _base_ref(job: Job) -> str:
     base = job.pull[0].get("base") if job.pull else None
     ref = base.get("ref") if isinstance(base, dict) else None
     return f"origin/{ref}" if isinstance(ref, str) and ref else "origin/HEAD"
+
+
+def _page(job: Job, ran: Ran) -> dict[str, str]:
+    """Write report.html beside the report, its pinned answers read with git trusting the checkout; its output.
+
+    The page is only looked at: a folder it cannot be written to is a warning, never the run's verdict.
+    """
+    if ran.result is None:
+        return {}
+    report = ran.result.report
+    path = job.suite.out_dir / HTML.filename
+    try:
+        atomic.write_parts(path, html_parts(report, read_pinned_answers(report, (job.workspace, job.suite.workdir))))
+    except OSError as exc:
+        job.out.write(warning(f"envelope-ci: {HTML.filename} not written: {exc}") + "\n")
+        return {}
+    return file_outputs([path], job.workspace)
 
 
 def _annotate(job: Job, ran: Ran) -> dict[str, str]:

@@ -63,16 +63,20 @@ def write_refusal(
 
 
 def early_refusal(lane: Lane, in_ci: bool, endpoint_class: str, temperature: float, stored: Pins | None,
-                  move_baseline: bool) -> str | None:
-    """Why ``--write-pins`` will be refused, when that is known before any request is sent."""
+                  move_baseline: bool, provider: str | None) -> str | None:
+    """Why ``--write-pins`` will be refused, when that is known before any request is sent.
+
+    ``provider``: the live run's wire format; None offline, where each recording names its own.
+    """
     fp = Fingerprint(lane.value, endpoint_class, None, temperature, GRADER_VERSION)
     refusal = write_refusal(lane, in_ci, fp, None, move_baseline, [])
     if refusal or stored is None or stored.fingerprint is None or move_baseline:
         return refusal
-    # The model id is known only from the responses; endpoint class and temperature are known now.
+    # The model id is known only from the responses; endpoint class, temperature and a live run's provider now.
     pinned = stored.fingerprint
-    if (pinned.endpoint_class, float(pinned.temperature)) != (endpoint_class, float(temperature)):
-        known = Fingerprint(lane.value, endpoint_class, pinned.model_id, temperature, pinned.grader_version)
+    known = Fingerprint(lane.value, endpoint_class, pinned.model_id, temperature, pinned.grader_version, pinned.judge,
+                        provider or pinned.provider)
+    if known.comparable_key() != pinned.comparable_key():
         return ("refusing to write pins: this run's fingerprint is another experiment than the pinned one "
                 f"({known.differences(pinned)}); "
                 "pass --move-baseline to move the baseline on purpose")

@@ -79,7 +79,7 @@ class Request(Data, frozen=True):
     digest: str  # of the source: the digest the fixtures hash holds
     function: str
     text: str
-    case: dict[str, Any]  # what a grader sees of the case (python_grader.case_view)
+    case: dict[str, Any]  # what a grader sees of the case and the envelope (python_grader.case_view)
     source: bytes | None = None  # the file's bytes: sent with the first request for a digest, None after
 
 

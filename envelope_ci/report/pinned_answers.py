@@ -8,8 +8,9 @@ a shallow clone, pins not committed or changed since), no answer is known and ``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from .build import PREVIEW_CHARS
 from .model import Report
 
 GIT_TIMEOUT_S = 10.0
+GitIn = Callable[[Path], Git]  # a git runner for one folder, with the trust the caller gives
 
 
 @dataclass(frozen=True)
@@ -40,17 +42,22 @@ class _Unknown(Exception):
     """Git cannot say which answers the pins were made from; the message says why, for the reader."""
 
 
-def read_pinned_answers(report: Report) -> PinnedAnswers:
-    """The pinned cases' answers as recorded beside their fixture files at the pins' commit."""
+def read_pinned_answers(report: Report, trusted: Sequence[Path] = ()) -> PinnedAnswers:
+    """The pinned cases' answers as recorded beside their fixture files at the pins' commit.
+
+    ``trusted``: folders git may read though another user owns them (the Action's container runs as root over the
+    runner's checkout); none on the command line, where git's own ownership check stands.
+    """
+    git_in: GitIn = partial(Git, trusted=trusted, timeout=GIT_TIMEOUT_S)
     try:
-        commit = pins_commit(Path(report.run.pins))
+        commit = pins_commit(Path(report.run.pins), git_in)
     except _Unknown as why:
         return PinnedAnswers(unknown=str(why))
     pins = {c.id: c.pin for c in report.cases if c.pin is not None}
     texts: dict[str, str] = {}
     reasons: dict[str, str] = {}
     for file in dict.fromkeys(c.file for c in report.cases if c.pin is not None):
-        for cid, text, reason in _file_answers(Path(file), commit, pins):
+        for cid, text, reason in _file_answers(Path(file), commit, pins, git_in):
             if text is not None:
                 texts[cid] = text
             elif reason is not None:
@@ -58,51 +65,53 @@ def read_pinned_answers(report: Report) -> PinnedAnswers:
     return PinnedAnswers(texts, commit, why=reasons)
 
 
-def pins_commit(pins: Path) -> str:
+def pins_commit(pins: Path, git_in: GitIn) -> str:
     """The last commit that changed the pins file, when the file is as that commit holds it."""
     if not pins.is_file():
         raise _Unknown("there is no pins file")
-    commit = _text(pins.parent, "log", "-1", "--no-show-signature", "--format=%H", "--", pins.name)
+    commit = _text(git_in(pins.parent), "log", "-1", "--no-show-signature", "--format=%H", "--", pins.name)
     if commit is None:
         raise _Unknown("git could not read the pins file's history here (no git, or not a repository)")
     if not commit:
         raise _Unknown("the pins file is not committed")
-    if commit in _shallow_boundary(pins.parent):
+    if commit in _shallow_boundary(pins.parent, git_in):
         raise _Unknown("the clone is shallow and stops before the pins' commit (clone with fetch-depth: 0)")
-    if _blobs(pins.parent, commit, pins.name).get(pins.name) != pins.read_bytes():
+    if _blobs(git_in(pins.parent), commit, pins.name).get(pins.name) != pins.read_bytes():
         raise _Unknown(f"the pins file differs from its last commit ({commit[:12]}): pins not committed yet")
     return commit
 
 
-def _shallow_boundary(folder: Path) -> set[str]:
+def _shallow_boundary(folder: Path, git_in: GitIn) -> set[str]:
     """The commits a shallow clone stops at: git shows each as if it added every file, the pins too."""
-    where = _text(folder, "rev-parse", "--git-path", "shallow")
+    where = _text(git_in(folder), "rev-parse", "--git-path", "shallow")
     path = folder / where if where else None
     return set(path.read_text("ascii", "replace").split()) if path is not None and path.is_file() else set()
 
 
-def _text(folder: Path, *args: str) -> str | None:
-    """A git command's stripped output in ``folder`` (``sources.history.Git``, with this module's shorter timeout),
-    or None when it fails, is missing or outlasts its timeout: the answers are only shown."""
+def _text(git: Git, *args: str) -> str | None:
+    """A git command's stripped output (``sources.history.Git``, with this module's shorter timeout), or None when
+    it fails, is missing or outlasts its timeout: the answers are only shown."""
     try:
-        return Git(folder, timeout=GIT_TIMEOUT_S).text(*args)
+        return git.text(*args)
     except UsageError:
         return None
 
 
-def _blobs(folder: Path, commit: str, *names: str) -> dict[str, bytes]:
-    """The files ``names`` (in ``folder``) as ``commit`` holds them, by name; one it does not hold is left out."""
+def _blobs(git: Git, commit: str, *names: str) -> dict[str, bytes]:
+    """The files ``names`` (in ``git``'s folder) as ``commit`` holds them, by name; one it does not hold is left
+    out."""
     try:
-        found = Git(folder, timeout=GIT_TIMEOUT_S).blobs(f"{commit}:./{name}" for name in names)
+        found = git.blobs(f"{commit}:./{name}" for name in names)
     except UsageError:
         return {}
     return {name: found[f"{commit}:./{name}"] for name in names if f"{commit}:./{name}" in found}
 
 
-def _file_answers(fixture: Path, commit: str, pins: Mapping[str, Pin]) -> Iterator[tuple[str, str | None, str | None]]:
+def _file_answers(fixture: Path, commit: str, pins: Mapping[str, Pin], git_in: GitIn
+                  ) -> Iterator[tuple[str, str | None, str | None]]:
     """(id, answer, why none) of each pinned case a fixture file's recordings name at ``commit``."""
     sidecar = fixture.name + RECORDED_SUFFIX
-    blobs = _blobs(fixture.parent, commit, fixture.name, sidecar)
+    blobs = _blobs(git_in(fixture.parent), commit, fixture.name, sidecar)
     if sidecar not in blobs:
         return
     cases = _cases_at(fixture.name, blobs.get(fixture.name, b""))

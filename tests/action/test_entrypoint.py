@@ -53,7 +53,7 @@ MARKER = marker_for("evals")
 ZWJ = "\u200d"
 OUTPUTS = (
     "verdict", "exit-code", "stable", "regressions", "yield", "accuracy-on-yield",
-    "alerts", "baseline-lowered", "report-json", "report-markdown", "comment-url",
+    "alerts", "baseline-lowered", "report-json", "report-markdown", "report-html", "comment-url",
 )
 # Fixed identities and dates make the commit ids, and so the comment, reproducible.
 GIT_ENV = {
@@ -581,6 +581,29 @@ def test_base_pins_from_the_test_merge_parent(tmp_path: Path, stub: GitHubStub) 
     assert not any("/contents/" in r.path for r in stub.requests)
     base = run.report()["base"]
     assert base["present"] is True and base["error"] is None
+
+
+def _edit_greeting(wd: Path) -> None:
+    easy = wd / "evals" / "easy.yaml"
+    easy.write_text(easy.read_text("utf-8").replace("How can I help with your order today?", "How can I help?"), "utf-8")
+
+
+def test_the_page_is_written_beside_the_report_with_git_trusting_the_checkout(tmp_path: Path, stub: GitHubStub) -> None:
+    """report.html for upload-artifact: its pinned answers read with git, though (as root in the container) the
+    checkout belongs to another user, which git alone refuses as dubious ownership."""
+    repo = make_pr_repo(tmp_path, head=_edit_greeting)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        subprocess.run(["chown", "-R", "65534:65534", str(repo.workspace)], check=True)
+        untrusted = subprocess.run(["git", "-C", str(repo.workspace), "log", "-1"], capture_output=True, text=True,
+                                   env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull}, check=False)
+        assert "dubious ownership" in untrusted.stderr  # what the page would meet without the action's trust
+    run = run_action(repo, stub)
+    assert run.code == 1, run.stdout + run.stderr  # fixtures_changed: the greeting's answer moved
+    assert run.outputs["report-html"] == ".envelope-ci/evals/report.html"
+    page = (repo.workspace / run.outputs["report-html"]).read_text("utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "greeting-no-apology-loop" in page
+    assert "its fixture file had no recorded answers at the pins' commit" in page  # git read the pins' commit
+    assert "git could not read the pins file" not in page
 
 
 def test_checkout_below_the_workspace(tmp_path: Path, stub: GitHubStub) -> None:

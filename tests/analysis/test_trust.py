@@ -205,7 +205,8 @@ def test_write_pins_is_refused_before_any_request(tmp_path):
     gate = pinned_gate_suite(tmp_path)
     # A closed port: a request would be a drop; the refusal must come first, with exit 2.
     live = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
-    for extra, words in ((["--endpoint-class", "vllm"], "endpoint class unspecified → vllm"), (["--temperature", "0.7"], "temperature 0.0 → 0.7")):
+    for extra, words in ((["--endpoint-class", "vllm"], "endpoint class unspecified → vllm"), (["--temperature", "0.7"], "temperature 0.0 → 0.7"),
+                         (["--provider", "anthropic-messages"], "provider openai-chat → anthropic-messages")):
         result = write_pins(gate, tmp_path / "out", *live, *extra)
         assert result.code == 2 and words in result.err and "--move-baseline" in result.err
         assert not (tmp_path / "out" / "report.json").exists()

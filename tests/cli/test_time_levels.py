@@ -48,7 +48,7 @@ def _time_failures(report: dict) -> list[str]:
 
 @pytest.fixture
 def srv():
-    with LoadedServer(base_ms=200.0, busy_factor=1.6, busy_at=8) as server:  # slow enough that noise is small
+    with LoadedServer(base_ms=400.0, busy_factor=1.6, busy_at=8) as server:  # slow enough that noise is small
         yield server
 
 

@@ -13,6 +13,7 @@ from envelope_ci.grading.assertions.json_path import json_equal, lookup, parse_p
 from envelope_ci.model import Envelope, Label
 from envelope_ci.sources.cases import checked, load_cases
 from envelope_ci.sources.parse import RawCase
+from envelope_ci.sources.recordings import envelope_from_raw
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.suites import chat_body, grade, make_case, make_suite, recorded, run_cli, run_report, tool_call
 
@@ -284,6 +285,15 @@ def says_yes(answer, case):
     return answer == "yes"
 
 
+def short_and_quick(answer, case):
+    """A budget on the envelope: fail past 20 output tokens or 1 s, and say what was seen."""
+    seen = case["envelope"]
+    usage = seen["usage"]
+    if usage["output_tokens"] > 20 or (seen["elapsed_ms"] or 0) > 1000:
+        return json.dumps(seen, sort_keys=True)
+    return None
+
+
 NOT_A_FUNCTION = 3
 '''
 
@@ -302,9 +312,11 @@ def py_case(case_id: str, answer: str, value: str = "graders/refund.py:check", *
     return {"id": case_id, "prompt": "Can I get my money back?", "completion": answer, "assert": [{"type": "python", "value": value}], **fields}
 
 
-def grade_suite(suite: Path) -> dict[str, tuple[Label, tuple[str, ...]]]:
+def grade_suite(suite: Path, answers: dict[str, Envelope] | None = None) -> dict[str, tuple[Label, tuple[str, ...]]]:
+    """Each case graded on its bare completion, or on the envelope ``answers`` holds for it."""
     cases = load_cases(suite, set())
-    graded = grade_module.grade_all(cases, {c.id: [Envelope(completion=c.completion)] for c in cases})
+    answers = answers or {}
+    graded = grade_module.grade_all(cases, {c.id: [answers.get(c.id) or Envelope(completion=c.completion)] for c in cases})
     return {cid: (g[0].label, g[0].reasons) for cid, g in graded.items()}
 
 
@@ -330,7 +342,25 @@ def test_python_grader_receives_the_answer_text_and_a_plain_case(tmp_path):
     assert label is Label.WRONG
     assert json.loads(reason.removeprefix("graders/refund.py:check: ")) == {
         "id": "p-dump", "stratum": "medium", "file": (suite / "cases.yaml").as_posix(), "line": 1,
-        "messages": [{"role": "user", "content": "Can I get my money back?"}], "request": {"tools": [LOOKUP_TOOL], "temperature": 0}}
+        "messages": [{"role": "user", "content": "Can I get my money back?"}], "request": {"tools": [LOOKUP_TOOL], "temperature": 0},
+        "envelope": {"usage": {"input_tokens": 6, "output_tokens": 1, "input_estimated": True, "output_estimated": True},
+                     "model": None, "elapsed_ms": None, "ttft_ms": None, "provider": None}}
+
+
+def test_python_grader_sees_the_envelope_every_assertion_sees(tmp_path):
+    """Usage as reported, the model id, both times and the wire format, under the case's ``envelope``."""
+    value = "graders/refund.py:short_and_quick"
+    suite = grader_suite(tmp_path, [py_case("p-long", "x", value), py_case("p-slow", "x", value), py_case("p-ok", "x", value)])
+    body = chat_body("Refunds take 5 days.", model="gpt-4o-mini-2024-07-18", usage=(31, 7))
+    answers = {"p-long": envelope_from_raw(recorded(chat_body("Refunds take 5 days.", usage=(31, 40)))),
+               "p-slow": envelope_from_raw(recorded(body, elapsed_ms=1840.0, ttft_ms=120.0)),
+               "p-ok": envelope_from_raw(recorded(body, elapsed_ms=840.0, ttft_ms=120.0))}
+    graded = grade_suite(suite, answers)
+    assert graded["p-ok"] == (Label.RIGHT, ())
+    assert graded["p-long"][0] is Label.WRONG and graded["p-slow"][0] is Label.WRONG
+    seen = json.loads(graded["p-slow"][1][0].removeprefix(f"{value}: "))
+    assert seen == {"usage": {"input_tokens": 31, "output_tokens": 7, "input_estimated": False, "output_estimated": False},
+                    "model": "gpt-4o-mini-2024-07-18", "elapsed_ms": 1840.0, "ttft_ms": 120.0, "provider": "openai-chat"}
 
 
 @pytest.mark.parametrize(("value", "grader", "words"), [

@@ -24,6 +24,7 @@ import pytest
 
 from envelope_ci.errors import UsageError
 from envelope_ci.grading import grader_worker
+from envelope_ci.grading.assertions.base import Answer
 from envelope_ci.grading.grade import grade_all
 from envelope_ci.model import Envelope, Label
 from envelope_ci.sources.cases import load_cases
@@ -277,7 +278,7 @@ def test_several_threads_share_one_worker(tmp_path):
 
     def work(n: int) -> None:
         for i in range(10):
-            got.extend(grader(f"{n}-{i}", kase))
+            got.extend(grader(Answer(text=f"{n}-{i}"), kase))
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
     for t in threads:

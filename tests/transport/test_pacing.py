@@ -163,14 +163,18 @@ def bucket_run(bucket: TokenBucket, n: int, concurrency: int, policy: RetryPolic
 
 
 def test_a_run_past_the_bucket_is_paced_to_its_refill_not_held_until_it_is_full():
-    """30 at once refilling 10 a second, 45 cases: 15 past the burst take 1.5 s paced; holding until full took 3 s."""
-    bucket = TokenBucket(rpm=600, burst=30, minute_s=60.0)
-    out, taken = bucket_run(bucket, 45, 8)
-    assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 45
-    assert bucket.counts["refused"] <= 4, bucket.counts  # unpaced, 8 workers meet a bucket refilling one a 100 ms
+    """20 at once refilling 5 a second, 40 cases: the 20 past the burst are spaced to the refill, not held 4 s.
+
+    A rare 429 (the pacer keeps one request in hand, the bucket counts on arrival) holds the run for its
+    ``Retry-After`` of 1 s, after which the refilled starts go together: so what is asserted is what the
+    server refused, how many starts the pacer spaced, and that no gap came near holding until full.
+    """
+    bucket = TokenBucket(rpm=300, burst=20, minute_s=60.0)
+    out, taken = bucket_run(bucket, 40, 8)
+    assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 40
+    assert bucket.counts["refused"] <= 4, bucket.counts  # unpaced, 8 workers meet a bucket refilling one a 200 ms
     gaps = [b - a for a, b in itertools.pairwise(taken)]
-    assert max(gaps) < 1.5, max(gaps)  # no hold until the bucket is full again (3 s)
-    assert sum(1 for gap in gaps if gap >= 0.05) >= 10  # the starts past the burst were spaced, not sent together
+    assert max(gaps) < 2.5, max(gaps)  # no hold until the bucket is full again (4 s)
     assert out.spaced >= 10 and any("paced to the server's request limit" in r for r in out.remarks())
 
 

@@ -1,7 +1,8 @@
 """``python``: a function in the user's repository grades the answer (``graders/refund.py:check``).
 
 The function is called as ``check(answer_text, case)`` and returns None (pass) or a reason
-string (``wrong``); see docs/assertions.md for exactly what ``case`` holds. A grader that
+string (``wrong``); see docs/assertions.md for exactly what ``case`` holds: the case, and under
+``envelope`` what every assertion is shown of the answer's envelope (usage, model id, times, provider). A grader that
 cannot be loaded, raises, or returns anything else is bad input (exit 2), never a crash nor
 a wrong answer: a broken grader says nothing about the model.
 
@@ -17,6 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ...canonical import digest_bytes
 from ...errors import Problem, UsageError
@@ -37,10 +40,18 @@ def _references(value: str) -> list[str]:
     return [value.rpartition(":")[0]]
 
 
-def case_view(case: Any) -> dict[str, Any]:
-    """What a grader sees of the case: plain data (the worker decodes a copy each call: it cannot change the run's)."""
+def case_view(case: Any, answer: Answer) -> dict[str, Any]:
+    """What a grader sees of the case and of the answer's envelope: plain data (the worker decodes a copy each call:
+    it cannot change the run's)."""
     return {"id": case.id, "stratum": case.stratum, "messages": list(case.messages), "request": dict(case.request),
-            "file": case.file, "line": case.line}
+            "file": case.file, "line": case.line, "envelope": envelope_view(answer)}
+
+
+def envelope_view(answer: Answer) -> dict[str, Any]:
+    """The envelope as every assertion sees it (``Answer``), as JSON data: usage, model id, times and provider."""
+    usage = msgspec.to_builtins(answer.usage) if answer.usage is not None else None
+    return {"usage": usage, "model": answer.model_id, "elapsed_ms": answer.elapsed_ms, "ttft_ms": answer.ttft_ms,
+            "provider": answer.provider}
 
 
 @dataclass(frozen=True)
@@ -53,10 +64,10 @@ class Grader:
     source: bytes = field(repr=False)
     digest: str
 
-    def __call__(self, text: str, case: Any) -> list[str]:
+    def __call__(self, answer: Answer, case: Any) -> list[str]:
         reply = grader_worker.grade(grader_worker.Request(ref=self.ref, path=str(self.path), digest=self.digest,
-                                                          function=self.function, text=text, case=case_view(case),
-                                                          source=self.source))
+                                                          function=self.function, text=answer.text,
+                                                          case=case_view(case, answer), source=self.source))
         if reply.problem is None:
             return list(reply.reasons)
         if reply.loading:  # the file or function is at fault: say which case named it
@@ -85,7 +96,7 @@ def _prepare(value: str, resolve: Resolve) -> Grader:
 
 
 def _check(answer: Answer, value: Grader, case: Any) -> list[str]:
-    return value(answer.text, case)
+    return value(answer, case)
 
 
 ASSERTION = AssertionType(

@@ -141,6 +141,15 @@ def _str(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _event_error(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``error`` event's error: OpenAI documents ``code``, ``message``, ``param`` beside its ``type``, but the API
+    has been seen to nest them in an ``error`` object (openai/openai-dotnet#881), whose words the reason keeps."""
+    nested = event.get("error")
+    if isinstance(nested, dict):
+        return dict(nested)
+    return {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
+
+
 @dataclass
 class ResponseStream(EventStream):
     """Feeds on the Responses stream's event payloads; ``body()`` is the response a non-streamed call returns."""
@@ -157,7 +166,7 @@ class ResponseStream(EventStream):
             self.final = event.get("response") if isinstance(event.get("response"), dict) else {}
             return False
         if kind == "error":
-            self.error = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
+            self.error = _event_error(event)
             return False
         handler = _EVENTS.get(kind) if isinstance(kind, str) else None
         return handler(self, event) if handler else False

@@ -16,6 +16,10 @@ suite planted the same way gives the same answers through either wire format:
 Errors in Anthropic's shape: ``anthropic_error``, ``overloaded`` (529), ``rate_limited`` (429
 with ``retry-after`` and ``anthropic-ratelimit-*``); ``ratelimit_headers`` gives the headers
 with an RFC 3339 reset for any Behaviour. ``huge`` is not served in this shape.
+
+``scripted(events, message)`` answers exactly as written, for the shapes no Behaviour makes
+(``thinking`` blocks, pings between deltas, an ``error`` event after the answer): a streamed
+request gets the events in order and nothing after them, a plain one ``message`` as its body.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ import datetime
 import json
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tests.support.fake_openai import (
@@ -65,6 +69,14 @@ def rate_limited(retry_after: float | None = None, **opts: Any) -> Behaviour:
     headers.update(opts.pop("headers", None) or {})
     return anthropic_error(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit",
                            headers=headers, **opts)
+
+
+def scripted(events: Sequence[Mapping[str, Any]] = (), message: Mapping[str, Any] | None = None,
+             **opts: Any) -> Behaviour:
+    """An answer as written: each of ``events`` sent as ``event: TYPE`` / ``data: JSON`` to a streamed request (a
+    list without ``message_stop`` is a cut stream), ``message`` the 200 body of a plain one."""
+    return Behaviour(kind="scripted", body={"events": [dict(e) for e in events], "message": dict(message or {})},
+                     **opts)
 
 
 def _event(kind: str, payload: dict[str, Any]) -> bytes:
@@ -114,6 +126,8 @@ class _AnthropicHandler(_Handler):
 
     def _completion(self, b: Behaviour, req: _Req, choice: dict[str, Any] | None,
                     completion_tokens: int | None = None) -> dict[str, Any]:
+        if b.kind == "scripted":
+            return dict(b.body["message"])
         out: dict[str, Any] = {"id": req.id, "type": "message", "role": "assistant", "model": b.model}
         if b.kind != "empty_choices":
             out["content"] = self._blocks(b)
@@ -124,6 +138,10 @@ class _AnthropicHandler(_Handler):
 
     def _ok_events(self, b: Behaviour, req: _Req, pieces: list[str] | None = None,
                    finish: bool = True) -> Iterator[tuple[bytes, bool]]:
+        if b.kind == "scripted":
+            for event in b.body["events"]:
+                yield _event(str(event.get("type")), event), True
+            return
         message = {"id": req.id, "type": "message", "role": "assistant", "content": [], "model": b.model,
                    "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": req.prompt_tokens,
                                                                           "output_tokens": 1}}

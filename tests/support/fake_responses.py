@@ -10,15 +10,27 @@ function_call items], "usage": {"input_tokens", "output_tokens"}}``, a length st
 ``response.output_item.done``, then ``response.completed`` or ``response.incomplete``; a cut
 stream stops before them; ``stream_error`` ends in ``response.failed``), never ``[DONE]``.
 Keys (``[[KEY]]``) are found in ``input``.
+
+``scripted(events, response)`` answers exactly as written, for the shapes no Behaviour makes
+(``reasoning`` items, several parts, an ``error`` event, a terminal event without ``output``): a
+streamed request gets the events in order and nothing after them, a plain one ``response``.
 """
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tests.support.fake_openai import Behaviour, FakeOpenAI, _dumps, _Handler, _message_texts, _pieces, _rand, _Req
+
+
+def scripted(events: Sequence[Mapping[str, Any]] = (), response: Mapping[str, Any] | None = None,
+             **opts: Any) -> Behaviour:
+    """An answer as written: each of ``events`` sent as ``event: TYPE`` / ``data: JSON`` to a streamed request (a
+    list without a terminal event is a cut stream), ``response`` the 200 body of a plain one."""
+    return Behaviour(kind="scripted", body={"events": [dict(e) for e in events], "response": dict(response or {})},
+                     **opts)
 
 
 def _input_as_messages(body: Any) -> dict[str, Any]:
@@ -80,10 +92,16 @@ class _ResponsesHandler(_Handler):
 
     def _completion(self, b: Behaviour, req: _Req, choice: dict[str, Any] | None,
                     completion_tokens: int | None = None) -> dict[str, Any]:
+        if b.kind == "scripted":
+            return dict(b.body["response"])
         return self._response(b, req, None if b.kind == "empty_choices" else self._items(b))
 
     def _ok_events(self, b: Behaviour, req: _Req, pieces: list[str] | None = None,
                    finish: bool = True) -> Iterator[tuple[bytes, bool]]:
+        if b.kind == "scripted":
+            for data in b.body["events"]:
+                yield b"event: " + str(data.get("type")).encode() + b"\ndata: " + _dumps(data) + b"\n\n", True
+            return
         seq = iter(range(1_000_000))
         event = self._event_maker(seq)
         yield event("response.created", response=self._response(b, req, [], "in_progress")), False

@@ -5,6 +5,8 @@ The server is ``tests/support/token_bucket.py`` in this process: ``--rpm`` reque
 of ``--rpm`` tokens that starts full, every answer after ``--delay-ms`` and carrying
 ``x-ratelimit-limit-requests`` / ``-remaining-requests`` / ``-reset-requests`` (the time until the
 bucket is full again, as OpenAI means it), and a 429 with ``Retry-After`` when the bucket is empty.
+With ``--tpm``, a token limit beside it (``x-ratelimit-*-tokens``): each case asks ``--max-tokens``, and
+the server charges each request what the run reckons it (its prompt's characters / 4 and its max_tokens).
 
 Each side runs ``run_live`` on ``--cases`` cases at ``--concurrency`` in its own process, against a
 fresh bucket, one after the other in the same run:
@@ -19,6 +21,7 @@ its refill rate, plus one answer. Targets for **now** (the issue's): wall within
 answers of 429, every case right, at the defaults (160 cases, 120 per minute, concurrency 16).
 
     python -m bench.ratelimit_bench      # --cases 160 --rpm 120 --concurrency 16 --delay-ms 50 --before 759dd88
+    python -m bench.ratelimit_bench --rpm 6000 --tpm 24000 --max-tokens 200 --before 417e86e   # the token limit
 """
 from __future__ import annotations
 
@@ -46,16 +49,23 @@ TARGET_WALL_S = 30.0
 TARGET_429 = 32
 
 
-def client(url: str, cases: int, concurrency: int) -> int:
-    """The child: one live run against ``url`` with whichever ``envelope_ci`` this process imports; JSON on stdout."""
-    from envelope_ci.model import RetryPolicy
+def bench_cases(cases: int, max_tokens: int) -> list:
+    """The cases, built by whichever ``envelope_ci`` this process imports; each asks ``max_tokens`` when it is > 0."""
     from envelope_ci.sources.cases import build_case
     from envelope_ci.sources.parse import RawCase
+
+    asked = {"max_tokens": max_tokens} if max_tokens > 0 else {}
+    return [build_case(RawCase({"id": f"rl-{i:04d}", "prompt": f"Say ok. [[rl-{i:04d}]]", "expect_fragment": "ok",
+                                **asked}, "bench/cases.yaml", i + 1, {})) for i in range(cases)]
+
+
+def client(url: str, cases: int, concurrency: int, max_tokens: int) -> int:
+    """The child: one live run against ``url`` with whichever ``envelope_ci`` this process imports; JSON on stdout."""
+    from envelope_ci.model import RetryPolicy
     from envelope_ci.transport.http import ClientSettings
     from envelope_ci.transport.pool import run_live
 
-    made = [build_case(RawCase({"id": f"rl-{i:04d}", "prompt": f"Say ok. [[rl-{i:04d}]]", "expect_fragment": "ok"},
-                               "bench/cases.yaml", i + 1, {})) for i in range(cases)]
+    made = bench_cases(cases, max_tokens)
     t0 = time.perf_counter()
     outcome = run_live(made, ClientSettings(base_url=url, model=MODEL), concurrency=concurrency, policy=RetryPolicy())
     wall = time.perf_counter() - t0
@@ -65,13 +75,15 @@ def client(url: str, cases: int, concurrency: int) -> int:
     return 0
 
 
-def side(name: str, package_dir: Path, args: argparse.Namespace) -> dict:
-    """One side's run in its own process, importing ``envelope_ci`` from ``package_dir``, against a fresh bucket."""
-    bucket = TokenBucket(rpm=args.rpm, answer=Behaviour.ok("ok", delay_ms=args.delay_ms))
+def side(name: str, package_dir: Path, args: argparse.Namespace, cost: int) -> dict:
+    """One side's run in its own process, importing ``envelope_ci`` from ``package_dir``, against a fresh bucket that
+    charges each request ``cost`` tokens when there is a token limit."""
+    bucket = TokenBucket(rpm=args.rpm, answer=Behaviour.ok("ok", delay_ms=args.delay_ms), tpm=args.tpm or None,
+                         token_cost=cost)
     with serve_token_bucket(bucket) as srv:
         argv = [sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:3]; from bench.ratelimit_bench import "
-                "client; sys.exit(client(sys.argv[3], int(sys.argv[4]), int(sys.argv[5])))",
-                str(package_dir), str(ROOT), srv.url, str(args.cases), str(args.concurrency)]
+                "client; sys.exit(client(sys.argv[3], *map(int, sys.argv[4:7])))",
+                str(package_dir), str(ROOT), srv.url, str(args.cases), str(args.concurrency), str(args.max_tokens)]
         done = subprocess.run(argv, cwd=package_dir, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{name}: the run failed ({done.returncode}): {done.stderr.strip()[-600:]}")
@@ -107,17 +119,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, default=16, help="--concurrency (default: %(default)s)")
     ap.add_argument("--delay-ms", type=float, default=50.0, help="the server's delay per answer (default: %(default)s)")
     ap.add_argument("--before", default=BEFORE, help="the commit to compare with, or none (default: %(default)s)")
+    ap.add_argument("--tpm", type=int, default=0, help="a token limit too: its size and refill a minute (default: off)")
+    ap.add_argument("--max-tokens", type=int, default=0, help="each case's max_tokens (default: none)")
     args = ap.parse_args(argv)
-    floor = max(0, args.cases - args.rpm) * 60.0 / args.rpm + args.delay_ms / 1000.0
+    from envelope_ci.transport.retry import request_tokens
+
+    cost = int(request_tokens(bench_cases(1, args.max_tokens)[0]))
+    floor = max(max(0, args.cases - args.rpm) * 60.0 / args.rpm,
+                max(0, args.cases * cost - args.tpm) * 60.0 / args.tpm if args.tpm else 0.0) + args.delay_ms / 1000.0
     print(f"machine  {platform.processor() or platform.machine()}, {cpu_model()}, nproc "
           f"{len(os.sched_getaffinity(0))} (of {os.cpu_count()}), Python {platform.python_version()}; load {loads()}")
-    print(f"bucket   {args.rpm} requests a minute, {args.rpm} at once, answers after {args.delay_ms:g} ms; "
+    tokens = f", {args.tpm} tokens a minute as many at once, {cost} a request" if args.tpm else ""
+    print(f"bucket   {args.rpm} requests a minute, {args.rpm} at once{tokens}, answers after {args.delay_ms:g} ms; "
           f"{args.cases} cases at concurrency {args.concurrency}; the bucket's floor {floor:.1f} s")
     runs = []
     with tempfile.TemporaryDirectory(prefix="envelope-ci-ratelimit-") as tmp:
         if args.before != "none":
-            runs.append(side(f"before ({args.before})", unpacked(args.before, Path(tmp)), args))
-        runs.append(side("now (this checkout)", ROOT, args))
+            runs.append(side(f"before ({args.before})", unpacked(args.before, Path(tmp)), args, cost))
+        runs.append(side("now (this checkout)", ROOT, args, cost))
     print(f"\n{'side':<22} {'wall_s':>7} {'429s':>5} {'right':>9} {'waited_s':>8}   labels")
     for got in runs:
         print(row(got, args.cases))

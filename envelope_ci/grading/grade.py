@@ -74,8 +74,14 @@ def _seen(envelope: Envelope, reply: Reply | None, text: str | None, case: Case,
 def _usage(reply: Reply, text: str, case: Case) -> Usage:
     """The call's tokens as the server counted them; what it did not count, estimated as characters / 4."""
     given_in, given_out = reply.prompt_tokens, reply.completion_tokens
-    return Usage(given_in if given_in is not None else _estimate(sum(map(_chars, case.messages))),
+    return Usage(given_in if given_in is not None else prompt_tokens_estimate(case),
                  given_out if given_out is not None else _estimate(len(text)), given_in is None, given_out is None)
+
+
+def prompt_tokens_estimate(case: Case) -> int:
+    """The tokens a case's messages come to, estimated as characters / 4 (what a server did not count; what a
+    token rate limit will charge, before it answers)."""
+    return _estimate(sum(map(_chars, case.messages)))
 
 
 def _estimate(chars: int) -> int:

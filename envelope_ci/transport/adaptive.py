@@ -7,8 +7,8 @@ row (about one round of requests) raise it by one, up to the ceiling. A fixed co
 against a rate-limited server sends the whole pool into every refusal: after each run-wide
 pause every worker fires at once and all but a few are refused again.
 
-``Pacer`` spaces the starts to the rate an endpoint's ``x-ratelimit-*-requests`` headers say its
-limit refills at: a run that held everything until the limit was full again sat idle while the
+``Pacer`` spaces the starts to the rates an endpoint's ``x-ratelimit-*-requests`` and ``-tokens``
+headers say its limits refill at: a run that held everything until the limit was full again sat idle while the
 server was ready, and then burst into it.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .retry_after import RequestLimit
+from .retry_after import RateLimit
 
 # Requests of a limit the pacer leaves to the server: threads and sockets deliver starts spaced at the refill
 # rate a little unevenly, and a request that arrives early must still find one. Spacing exactly to the last
@@ -111,15 +111,52 @@ def thinned(points: list[tuple[float, int]]) -> list[tuple[float, int]]:
     return [point for i, point in enumerate(kept) if i == 0 or point[1] != kept[i - 1][1]]
 
 
-class Pacer:
-    """One endpoint's request limit, mirrored: each start takes a request from it, and waits its turn when none is left.
+class _Mirror:
+    """One limit of an endpoint (its requests, or its tokens) as the server's last answer showed it."""
 
-    The mirror is the server's token bucket as its last answer showed it (a generic cell rate
-    algorithm): ``remaining``, less every other start not yet answered (threads send in no fixed
-    order, so the server may not have counted any of them), refilled at ``(size - remaining) / reset``
-    a second, ``reset`` being the time until the limit is full again (OpenAI's meaning). A start that
-    finds no request left beyond the one kept in hand waits until one has refilled, so once the limit
-    runs low the starts are spaced at its refill rate. Until an answer says its limit, nothing is held.
+    def __init__(self, now: float) -> None:
+        self.seen = 0  # the start whose answer last set it
+        self.size = math.inf
+        self.left = math.inf  # what the server would take now; below 0, starts already waiting their turn
+        self.rate = 0.0  # what it refills a second; 0 while unknown
+        self.at = now  # when ``left`` was true
+        self.open: dict[int, float] = {}  # what each start not answered yet takes of it
+
+    def wait_for(self, cost: float, now: float) -> float:
+        """Seconds until it holds ``cost`` and one more such start in hand (never more than the limit's size)."""
+        self.left = min(self.size, self.left + (now - self.at) * self.rate)
+        self.at = now
+        cost = min(cost, self.size)
+        need = cost + min(KEPT_IN_HAND * cost, self.size - cost)
+        return (need - self.left) / self.rate if cost > 0 and self.left < need and self.rate > 0 else 0.0
+
+    def start(self, start: int, cost: float, taken: bool) -> None:
+        """Count a start as open; ``taken``: it was paced to this limit, so it takes its cost from the mirror now."""
+        self.open[start] = cost
+        if taken:
+            self.left -= min(cost, self.size)
+
+    def observe(self, start: int, limit: RateLimit | None, now: float) -> None:
+        """Close ``start``; set the mirror from the limit its answer states, unless older than the last that did."""
+        self.open.pop(start, None)
+        if limit is None or start < self.seen:
+            return
+        self.seen, self.at, self.size = start, now, limit.size
+        self.rate = limit.refill_per_s or self.rate  # a full limit says nothing of its rate
+        self.left = limit.remaining - sum(self.open.values())
+
+
+class Pacer:
+    """One endpoint's request and token limits, mirrored: each start takes a request, and its estimated tokens, from
+    them, and waits its turn when either has too little left.
+
+    Each mirror is the server's bucket as its last answer showed it (a generic cell rate
+    algorithm): ``remaining``, less what every other start not yet answered takes (threads send in
+    no fixed order, so the server may not have counted any of them), refilled at
+    ``(size - remaining) / reset`` a second, ``reset`` being the time until the limit is full
+    again (OpenAI's meaning). A start that finds too little left beyond one more such start kept
+    in hand waits until it has refilled, so once a limit runs low the starts are spaced at its
+    refill rate. Until an answer states a limit, it holds nothing.
     """
 
     def __init__(self, max_wait_s: float = math.inf, clock: Callable[[], float] = time.monotonic) -> None:
@@ -127,49 +164,38 @@ class Pacer:
         self._clock = clock
         self._lock = threading.Lock()
         self._started = 0  # starts so far, numbered from 1
-        self._open = 0  # starts not answered yet
-        self._seen = 0  # the start whose answer last set the mirror
-        self._size = math.inf
-        self._left = math.inf  # requests the server would take now; below 0, starts already waiting their turn
-        self._rate = 0.0  # requests a second the limit refills at; 0 while unknown
-        self._at = clock()  # when ``_left`` was true
+        self._requests = _Mirror(clock())
+        self._tokens = _Mirror(clock())
         self._held_until = -math.inf
         self.held = 0  # starts that waited their turn
         self.held_s = 0.0  # seconds during which at least one start waited (overlaps counted once)
 
-    def admit(self) -> tuple[int, float]:
-        """Take a start: its number, for ``observe``, and the seconds it must wait for the limit to refill one request.
+    def admit(self, tokens: float = 0.0) -> tuple[int, float]:
+        """Take a start of ``tokens`` estimated tokens: its number, for ``observe``, and the seconds it must wait for
+        the limits to refill.
 
         A wait longer than ``max_wait_s`` (--max-retry-after) is not taken: the request goes at
-        once, takes nothing from the mirror (the server will refuse it), and its 429 decides.
+        once, takes nothing from the mirrors (the server will refuse it), and its 429 decides.
         """
         with self._lock:
             now = self._clock()
-            self._refill(now)
             self._started += 1
-            self._open += 1
-            need = 1 + min(KEPT_IN_HAND, self._size - 1)
-            wait = (need - self._left) / self._rate if self._left < need and self._rate > 0 else 0.0
-            if wait > self._max_wait_s:
+            wait = max(self._requests.wait_for(1.0, now), self._tokens.wait_for(tokens, now))
+            taken = wait <= self._max_wait_s
+            self._requests.start(self._started, 1.0, taken)
+            self._tokens.start(self._started, tokens, taken)
+            if not taken:
                 return self._started, 0.0
-            self._left -= 1
             self._count(now, wait)
             return self._started, wait
 
-    def observe(self, start: int, limit: RequestLimit | None) -> None:
-        """Close ``start`` (call it once for each, answered or not), and set the mirror from what its answer says of the
-        limit, unless older than the last that did."""
+    def observe(self, start: int, requests: RateLimit | None, tokens: RateLimit | None = None) -> None:
+        """Close ``start`` (call it once for each, answered or not), and set the mirrors from what its answer says of
+        the limits."""
         with self._lock:
-            self._open -= 1
-            if limit is None or start < self._seen:
-                return
-            self._seen, self._at, self._size = start, self._clock(), limit.size
-            self._rate = limit.refill_per_s or self._rate  # a full limit says nothing of its rate
-            self._left = limit.remaining - self._open
-
-    def _refill(self, now: float) -> None:
-        self._left = min(self._size, self._left + (now - self._at) * self._rate)
-        self._at = now
+            now = self._clock()
+            self._requests.observe(start, requests, now)
+            self._tokens.observe(start, tokens, now)
 
     def _count(self, now: float, wait: float) -> None:
         """Add a wait to the held time, counting once what overlaps the waits before it."""

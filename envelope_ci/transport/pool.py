@@ -83,8 +83,9 @@ class LiveOutcome:
             out.append(f"rate limited: the run waited {self.rate_limit_wait_s:.1f} s on {on} "
                        "(attempts are not counted against --max-attempts)")
         if self.spaced:
-            out.append(f"paced to the server's request limit: {self.spaced} request(s) waited {self.spaced_s:.1f} s "
-                       "in all for it to refill (x-ratelimit-*-requests), not counted as waiting on rate limits")
+            out.append(f"paced to the server's rate limits: {self.spaced} request(s) waited {self.spaced_s:.1f} s "
+                       "in all for them to refill (x-ratelimit-*-requests, -tokens), not counted as waiting on rate "
+                       "limits")
         out.extend(self._concurrency_remark())
         if self.budget_spent:
             out.append(f"retries ended by the budget, not the server: {self.budget_spent}; "

@@ -14,12 +14,12 @@ from msgspec.structs import replace
 
 from ..errors import UsageError
 from ..grading.envelope import stream_was_cut, transport_label
-from ..grading.grade import grade
+from ..grading.grade import grade, prompt_tokens_estimate
 from ..model import Case, Envelope, Label, RetryPolicy
 from .adaptive import AdaptiveLimit, Pacer, Pressure
 from .http import Client
 from .reading import OVERSIZED
-from .retry_after import KINDS, rate_limit_reset_s, request_limit, retry_after_s, spent_limit_reset_s
+from .retry_after import rate_limit, rate_limit_reset_s, retry_after_s, spent_limit_reset_s, unpaced_kinds
 
 _NO_RETRY_STATUSES = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
 _RETRYABLE_4XX = (408, 409, 425, 429)
@@ -81,8 +81,8 @@ class Throttle:
 
     It also keeps the run's total pause, bounded by ``max_wait_s`` (--max-rate-limit-wait): waiting
     on rate limits costs no attempts, so this cap is what stops a run that is limited for good.
-    Besides, each endpoint's starts are spaced to its request limit's refill rate (``turn``): a run
-    going as fast as the server allows is not waiting for it, so that spacing is not in the pause.
+    Besides, each endpoint's starts are spaced to its request and token limits' refill rates (``turn``): a
+    run going as fast as the server allows is not waiting for it, so that spacing is not in the pause.
     """
 
     def __init__(self, stop: threading.Event, max_wait_s: float = math.inf, max_space_s: float = math.inf) -> None:
@@ -96,15 +96,16 @@ class Throttle:
         self.paced_s = 0.0  # of it, holding requests until a used-up limit reset (``pace``)
         self.spent = False  # a pause was refused: the run may wait no longer
 
-    def turn(self, endpoint: Endpoint) -> tuple[Pacer, int]:
-        """Wait out the run's pause, then the endpoint's next start; its pacer and the start's number, for the answer.
+    def turn(self, endpoint: Endpoint, tokens: float = 0.0) -> tuple[Pacer, int]:
+        """Wait out the run's pause, then the endpoint's next start of ``tokens`` estimated tokens; its pacer and the
+        start's number, for the answer.
 
         A wait for the limit to refill longer than ``max_space_s`` (--max-retry-after) is not taken.
         """
         self.wait()
         with self._lock:
             pacer = self._pacers.setdefault(endpoint, Pacer(self._max_space_s))
-        start, delay = pacer.admit()
+        start, delay = pacer.admit(tokens)
         if delay > 0:
             self._stop.wait(delay)
             self.wait()  # a 429 may have paused the run meanwhile
@@ -246,19 +247,27 @@ def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throt
         limiter.release(epoch, signal)
     if env.http_status != 429:  # a 429's own wait is the retry's
         limits = client.provider.rate_limits(env.headers)
-        _pace(limits, throttle, policy, ("tokens",) if request_limit(limits) is not None else KINDS)
+        _pace(limits, throttle, policy, unpaced_kinds(limits))
     return env, failure
 
 
 def _paced_attempt(client: Client, case: Case, throttle: Throttle) -> Envelope:
-    """One attempt once the endpoint's request limit has room; what its answer says of the limit paces the next."""
-    pacer, start = throttle.turn((client.settings.base_url, client.settings.model))
+    """One attempt once the endpoint's limits have room; what its answer says of them paces the next."""
+    pacer, start = throttle.turn((client.settings.base_url, client.settings.model), request_tokens(case))
     env: Envelope | None = None
     try:
         env = client.attempt(case)
     finally:  # a bug of ours raising in the attempt must not leave the start open for ever
-        pacer.observe(start, request_limit(client.provider.rate_limits(env.headers)) if env is not None else None)
+        limits = client.provider.rate_limits(env.headers) if env is not None else {}
+        pacer.observe(start, rate_limit(limits, "requests"), rate_limit(limits, "tokens"))
     return env
+
+
+def request_tokens(case: Case) -> float:
+    """What a token limit charges a request before it is answered, as OpenAI's cookbook reckons it: the prompt's
+    tokens (characters / 4) and the most it may answer (``max_tokens``); the answer puts the mirror right."""
+    most = case.request.get("max_tokens") or case.request.get("max_completion_tokens") or 0
+    return float(prompt_tokens_estimate(case) + (most if isinstance(most, int) else 0))
 
 
 def pressure(env: Envelope, answered: bool, busy: Collection[int] = (503,)) -> Pressure:

@@ -54,8 +54,9 @@ def spent_limit_reset_s(headers: Mapping[str, str], kinds: Sequence[str] = KINDS
     return max(_resets(headers, kinds)[1], default=None)
 
 
-class RequestLimit(NamedTuple):
-    """A request limit as one answer states it: its size, what is left of it, and the seconds until it is full again."""
+class RateLimit(NamedTuple):
+    """A request or token limit as one answer states it: its size, what is left of it, and the seconds until it is full
+    again."""
 
     size: float
     remaining: float
@@ -63,7 +64,7 @@ class RequestLimit(NamedTuple):
 
     @property
     def refill_per_s(self) -> float | None:
-        """Requests a second it refills at: what it lacks over the time it takes to fill; None when it is full."""
+        """Requests (tokens) a second it refills at: what it lacks over the time it takes to fill; None when full."""
         if self.remaining >= self.size or self.full_in_s <= 0:
             return None
         return (self.size - self.remaining) / self.full_in_s
@@ -75,19 +76,26 @@ class RequestLimit(NamedTuple):
         return self.full_in_s if rate is None else max(0.0, 1 - self.remaining) / rate
 
 
-def request_limit(headers: Mapping[str, str]) -> RequestLimit | None:
-    """``x-ratelimit-limit-requests``, ``-remaining-requests`` and ``-reset-requests``, read as OpenAI means them.
+def rate_limit(headers: Mapping[str, str], kind: str = "requests") -> RateLimit | None:
+    """``x-ratelimit-limit-KIND``, ``-remaining-KIND`` and ``-reset-KIND`` (``requests`` or ``tokens``), read as
+    OpenAI means them.
 
     None unless all three are readable: without the size, the reset says when the limit is full,
     not how fast it fills, and only a hold until then is safe.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
-    size = _number(lowered.get("x-ratelimit-limit-requests"))
-    remaining = _number(lowered.get("x-ratelimit-remaining-requests"))
-    full_in = duration_s(lowered.get("x-ratelimit-reset-requests"))
+    size = _number(lowered.get(f"x-ratelimit-limit-{kind}"))
+    remaining = _number(lowered.get(f"x-ratelimit-remaining-{kind}"))
+    full_in = duration_s(lowered.get(f"x-ratelimit-reset-{kind}"))
     if size is None or remaining is None or full_in is None or not 0 < size < math.inf or full_in == math.inf:
         return None
-    return RequestLimit(size, min(remaining, size), full_in)
+    return RateLimit(size, min(remaining, size), full_in)
+
+
+def unpaced_kinds(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The limits an answer's headers do not state whole, so the pacer cannot space starts to them: a spent one of
+    these holds the run until it resets."""
+    return tuple(kind for kind in KINDS if rate_limit(headers, kind) is None)
 
 
 def _resets(headers: Mapping[str, str], kinds: Sequence[str] = KINDS) -> tuple[list[float], list[float]]:
@@ -95,7 +103,7 @@ def _resets(headers: Mapping[str, str], kinds: Sequence[str] = KINDS) -> tuple[l
     count is 0."""
     lowered = {k.lower(): v for k, v in headers.items()}
     resets = {kind: duration_s(lowered.get(f"x-ratelimit-reset-{kind}")) for kind in kinds}
-    limit = request_limit(lowered) if "requests" in kinds else None
+    limit = rate_limit(lowered) if "requests" in kinds else None
     if limit is not None:
         resets["requests"] = limit.next_in_s
     known = {kind: wait for kind, wait in resets.items() if wait is not None}

@@ -12,7 +12,7 @@ import pytest
 from envelope_ci.grading.envelope import classify
 from envelope_ci.model import Envelope, Label
 from envelope_ci.providers.anthropic_messages import ANTHROPIC_MESSAGES, MessageStream, rate_limits, seconds_until
-from envelope_ci.transport.retry_after import rate_limit_reset_s, request_limit
+from envelope_ci.transport.retry_after import rate_limit, rate_limit_reset_s
 from tests.support.fake_anthropic import FakeAnthropic, overloaded, rate_limited, ratelimit_headers
 from tests.support.fake_openai import Behaviour
 from tests.support.provider_suites import WEATHER_TOOL, live_labels
@@ -187,7 +187,7 @@ def test_rfc_3339_resets_become_the_durations_the_pacer_reads() -> None:
     assert mapped == {"x-ratelimit-limit-requests": "50", "x-ratelimit-remaining-requests": "0",
                       "x-ratelimit-reset-requests": "60.000", "x-ratelimit-limit-tokens": "40000",
                       "x-ratelimit-remaining-tokens": "39000", "x-ratelimit-reset-tokens": "15.500"}
-    limit = request_limit(mapped)
+    limit = rate_limit(mapped)
     assert limit is not None and limit.size == 50 and limit.remaining == 0 and limit.next_in_s == pytest.approx(1.2)
     assert rate_limit_reset_s(mapped) == pytest.approx(1.2)  # one request refilled, not the whole minute
 

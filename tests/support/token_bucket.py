@@ -11,7 +11,8 @@ answer carries the request limit's headers as OpenAI writes them:
   (``"520ms"``, ``"35.5s"``, ``"1m0s"``): OpenAI's meaning, not the time to the next token.
 
 An empty bucket answers 429 ``rate_limit_exceeded`` with ``Retry-After`` in whole seconds (rounded
-up: what most servers send) and the same three headers, remaining ``0``; the request takes no token.
+up: what most servers send) and the same three headers; the request takes no token. With ``tpm``, a
+token limit works the same way beside it, with the ``x-ratelimit-*-tokens`` headers.
 
 ::
 
@@ -36,16 +37,48 @@ from tests.support.fake_openai import RPM_LIMIT_BODY, Behaviour, FakeOpenAI, _go
 
 
 @dataclass
+class _Level:
+    """One bucket's level: ``size`` at most, refilled ``per_s`` a second; it starts full."""
+
+    size: float
+    per_s: float
+    level: float | None = None
+    last: float = 0.0
+
+    def at(self, now: float) -> float:
+        """The level now, refilled since it was last read."""
+        if self.level is None:
+            self.level, self.last = self.size, now
+        self.level = min(self.size, self.level + (now - self.last) * self.per_s)
+        self.last = now
+        return self.level
+
+    def headers(self, kind: str) -> dict[str, str]:
+        """OpenAI's three headers of this limit (``requests`` or ``tokens``), its level as it is."""
+        level = self.level if self.level is not None else self.size
+        return {f"x-ratelimit-limit-{kind}": str(int(self.size)),
+                f"x-ratelimit-remaining-{kind}": str(math.floor(level)),
+                f"x-ratelimit-reset-{kind}": _go_duration((self.size - level) / self.per_s)}
+
+
+@dataclass
 class TokenBucket:
-    """The bucket and the answers it sends. Its ``behaviour`` is called under the fake's lock, so it needs none."""
+    """The bucket and the answers it sends. Its ``behaviour`` is called under the fake's lock, so it needs none.
+
+    With ``tpm``, a token limit too: each request is charged ``token_cost`` tokens from a bucket of
+    ``token_burst`` (default ``tpm``) refilled at ``tpm`` a "minute", and refused when it holds fewer.
+    """
 
     rpm: int = 120
     burst: int | None = None
     minute_s: float = 60.0
     answer: Behaviour = field(default_factory=lambda: Behaviour.ok("ok"))
     counts: dict[str, int] = field(default_factory=lambda: {"answered": 0, "refused": 0})
-    _tokens: float | None = None
-    _last: float = 0.0
+    tpm: int | None = None
+    token_burst: int | None = None
+    token_cost: int = 0
+    _requests: _Level | None = None
+    _tokens: _Level | None = None
 
     @property
     def size(self) -> int:
@@ -53,33 +86,36 @@ class TokenBucket:
 
     @property
     def interval_s(self) -> float:
-        """Real seconds between two new tokens."""
+        """Real seconds between two new request tokens."""
         return self.minute_s / self.rpm
 
     def behaviour(self, key: str | None) -> Behaviour:
-        """The answer to one chat request: the planted answer with the limit's headers, or a 429."""
-        tokens = self._refill(time.monotonic())
-        if tokens < 1:
+        """The answer to one chat request: the planted answer with the limits' headers, or a 429."""
+        now = time.monotonic()
+        requests, tokens = self._levels()
+        has, has_tokens = requests.at(now), tokens.at(now) if tokens else math.inf
+        if has < 1 or has_tokens < self.token_cost:
             self.counts["refused"] += 1
-            wait = (1 - tokens) * self.interval_s
-            return Behaviour.status(429, RPM_LIMIT_BODY, {"Retry-After": str(math.ceil(wait)), **self._headers(0.0)})
-        self._tokens = tokens - 1
+            wait = max((1 - has) / requests.per_s, (self.token_cost - has_tokens) / tokens.per_s if tokens else 0.0)
+            return Behaviour.status(429, RPM_LIMIT_BODY, {"Retry-After": str(math.ceil(wait)), **self._headers()})
+        requests.level = has - 1
+        if tokens:
+            tokens.level = has_tokens - self.token_cost
         self.counts["answered"] += 1
-        return replace(self.answer, headers={**self.answer.headers, **self._headers(self._tokens)})
+        return replace(self.answer, headers={**self.answer.headers, **self._headers()})
 
-    def _refill(self, now: float) -> float:
-        """The tokens in the bucket now; the bucket starts full."""
-        if self._tokens is None:
-            self._tokens, self._last = float(self.size), now
-        self._tokens = min(float(self.size), self._tokens + (now - self._last) / self.interval_s)
-        self._last = now
-        return self._tokens
+    def _levels(self) -> tuple[_Level, _Level | None]:
+        """The request bucket, and the token bucket when there is a token limit."""
+        if self._requests is None:
+            self._requests = _Level(float(self.size), self.rpm / self.minute_s)
+        if self._tokens is None and self.tpm:
+            self._tokens = _Level(float(self.token_burst or self.tpm), self.tpm / self.minute_s)
+        return self._requests, self._tokens
 
-    def _headers(self, tokens: float) -> dict[str, str]:
-        """OpenAI's three request-limit headers for a bucket holding ``tokens``."""
-        return {"x-ratelimit-limit-requests": str(self.size),
-                "x-ratelimit-remaining-requests": str(math.floor(tokens)),
-                "x-ratelimit-reset-requests": _go_duration((self.size - tokens) * self.interval_s)}
+    def _headers(self) -> dict[str, str]:
+        """OpenAI's headers of each limit, as the buckets hold now."""
+        requests, tokens = self._levels()
+        return {**requests.headers("requests"), **(tokens.headers("tokens") if tokens else {})}
 
 
 def serve_token_bucket(bucket: TokenBucket) -> FakeOpenAI:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from typing import Any
 
 import pytest
 
@@ -15,12 +16,13 @@ from envelope_ci.model import Case, RetryPolicy
 from envelope_ci.transport.adaptive import Pacer
 from envelope_ci.transport.http import ClientSettings
 from envelope_ci.transport.pool import LiveOutcome, run_live
-from envelope_ci.transport.retry import Throttle
+from envelope_ci.transport.retry import Throttle, request_tokens
 from envelope_ci.transport.retry_after import (
-    RequestLimit,
+    RateLimit,
+    rate_limit,
     rate_limit_reset_s,
-    request_limit,
     spent_limit_reset_s,
+    unpaced_kinds,
 )
 from tests.support.token_bucket import TokenBucket, serve_token_bucket
 
@@ -43,11 +45,11 @@ def pacer(max_wait_s: float = 60.0) -> tuple[Pacer, Clock]:
 # --------------------------------------------------------------------------- the headers
 @pytest.mark.parametrize("headers, expected", [
     ({"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1m0s"},
-     RequestLimit(120, 0, 60.0)),
+     RateLimit(120, 0, 60.0)),
     ({"X-RateLimit-Limit-Requests": "60", "X-RateLimit-Remaining-Requests": "59", "X-RateLimit-Reset-Requests": "1s"},
-     RequestLimit(60, 59, 1.0)),
+     RateLimit(60, 59, 1.0)),
     ({"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "500ms"},
-     RequestLimit(10, 3, 0.5)),
+     RateLimit(10, 3, 0.5)),
     ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"}, None),  # no size: no rate
     ({"x-ratelimit-limit-requests": "0", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s"},
      None),
@@ -57,15 +59,15 @@ def pacer(max_wait_s: float = 60.0) -> tuple[Pacer, Clock]:
      None),
 ])
 def test_a_request_limit_is_read_from_its_three_headers(headers, expected):
-    assert request_limit(headers) == expected
+    assert rate_limit(headers) == expected
 
 
 def test_the_refill_rate_is_what_the_limit_lacks_over_its_time_to_full():
-    assert RequestLimit(120, 0, 60.0).refill_per_s == 2.0
-    assert RequestLimit(100, 40, 30.0).refill_per_s == 2.0
-    assert RequestLimit(100, 100, 0.0).refill_per_s is None  # full: says nothing of its rate
-    assert RequestLimit(120, 0, 60.0).next_in_s == 0.5  # one request's refill, not the minute until full
-    assert RequestLimit(120, 7, 56.5).next_in_s == 0.0
+    assert RateLimit(120, 0, 60.0).refill_per_s == 2.0
+    assert RateLimit(100, 40, 30.0).refill_per_s == 2.0
+    assert RateLimit(100, 100, 0.0).refill_per_s is None  # full: says nothing of its rate
+    assert RateLimit(120, 0, 60.0).next_in_s == 0.5  # one request's refill, not the minute until full
+    assert RateLimit(120, 7, 56.5).next_in_s == 0.0
 
 
 def test_a_429_without_retry_after_waits_for_one_request_to_refill_not_for_the_limit_to_fill():
@@ -93,7 +95,7 @@ def test_nothing_is_held_until_an_answer_states_the_limit():
 def test_a_spent_limit_spaces_the_starts_at_its_refill_rate():
     pace, _ = pacer()
     start, _ = pace.admit()
-    pace.observe(start, RequestLimit(120, 0, 60.0))  # 2 a second
+    pace.observe(start, RateLimit(120, 0, 60.0))  # 2 a second
     assert [pace.admit()[1] for _ in range(4)] == [1.0, 1.5, 2.0, 2.5]  # one kept in hand: a refill later, then 0.5 s apart
     assert pace.held == 4 and pace.held_s == 2.5  # the waits overlap: the run was held 2.5 s, not 7
 
@@ -103,7 +105,7 @@ def test_the_starts_the_server_had_not_counted_are_taken_from_what_it_says_is_le
     first, _ = pace.admit()
     for _ in range(3):  # three more sent before the first one's answer came
         pace.admit()
-    pace.observe(first, RequestLimit(120, 5, 57.5))  # 5 left as the server counted the first: 2 after the three
+    pace.observe(first, RateLimit(120, 5, 57.5))  # 5 left as the server counted the first: 2 after the three
     assert pace.admit()[1] == 0.0
     assert pace.admit()[1] == 0.5  # the last one is kept in hand
 
@@ -111,7 +113,7 @@ def test_the_starts_the_server_had_not_counted_are_taken_from_what_it_says_is_le
 def test_time_refills_the_mirror_up_to_the_limit():
     pace, clock = pacer()
     start, _ = pace.admit()
-    pace.observe(start, RequestLimit(10, 0, 5.0))  # 2 a second, 10 at most
+    pace.observe(start, RateLimit(10, 0, 5.0))  # 2 a second, 10 at most
     clock.now += 1.75
     assert [pace.admit()[1] for _ in range(3)] == [0.0, 0.0, 0.25]  # 3.5 refilled: two at once and one in hand
     clock.now += 3600
@@ -123,39 +125,83 @@ def test_an_answer_older_than_the_last_does_not_set_the_mirror():
     pace, _ = pacer()
     old, _ = pace.admit()
     new, _ = pace.admit()
-    pace.observe(new, RequestLimit(120, 0, 60.0))
-    pace.observe(old, RequestLimit(120, 100, 10.0))  # stale: it says there was room before the newer answer
+    pace.observe(new, RateLimit(120, 0, 60.0))
+    pace.observe(old, RateLimit(120, 100, 10.0))  # stale: it says there was room before the newer answer
     assert pace.admit()[1] > 0
 
 
 def test_a_wait_longer_than_max_retry_after_is_not_taken():
     pace, _ = pacer(max_wait_s=3.0)
     start, _ = pace.admit()
-    pace.observe(start, RequestLimit(100, 0, 1000.0))  # one request every 10 s
+    pace.observe(start, RateLimit(100, 0, 1000.0))  # one request every 10 s
     assert pace.admit()[1] == 0.0  # sent at once: the server refuses it, and the 429's Retry-After decides
     assert pace.held == 0
+
+
+def test_a_spent_token_limit_spaces_the_starts_by_their_tokens():
+    pace, _ = pacer()
+    start, _ = pace.admit(20.0)
+    pace.observe(start, None, RateLimit(600, 0, 60.0))  # 10 tokens a second
+    waits = [pace.admit(20.0)[1] for _ in range(3)]
+    assert waits == [4.0, 6.0, 8.0]  # one such start kept in hand, then 20 tokens' refill (2 s) apart
+    assert [pace.admit(5.0)[1] for _ in range(2)] == [7.0, 7.5]  # a smaller one: its own 5 and 5 in hand, 0.5 s apart
+
+
+def test_the_slower_of_the_request_and_token_limits_sets_the_wait():
+    pace, _ = pacer()
+    start, _ = pace.admit(100.0)
+    pace.observe(start, RateLimit(120, 0, 60.0), RateLimit(100_000, 99_000, 0.6))  # 2 requests a second; tokens plenty
+    assert pace.admit(100.0)[1] == 1.0  # the request limit's wait
+    start, _ = pace.admit(100.0)
+    pace.observe(start, RateLimit(120, 100, 10.0), RateLimit(1000, 0, 1.0))  # requests plenty; 1000 tokens a second
+    assert pace.admit(300.0)[1] == 0.7  # the token limit's: its 300, 300 in hand and the open start's 100, at 1000/s
+
+
+def test_a_start_larger_than_the_token_limit_waits_for_it_to_be_full_not_for_ever():
+    pace, _ = pacer()
+    start, _ = pace.admit(50.0)
+    pace.observe(start, None, RateLimit(100, 0, 10.0))  # 10 tokens a second, 100 at most
+    assert pace.admit(500.0)[1] == 10.0  # charged as the whole limit: it waits until the limit is full
+
+
+def test_without_a_token_estimate_or_a_stated_token_limit_tokens_hold_nothing():
+    pace, _ = pacer()
+    start, _ = pace.admit()
+    pace.observe(start, None, RateLimit(600, 0, 60.0))
+    assert pace.admit()[1] == 0.0  # a start that says no tokens
+    fresh, _ = pacer()
+    assert [fresh.admit(1e6)[1] for _ in range(3)] == [0.0] * 3  # no answer stated a token limit yet
+
+
+def test_a_limit_stated_whole_is_paced_and_only_the_others_hold_the_run():
+    tokens = {"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "0",
+              "x-ratelimit-reset-tokens": "1s"}
+    requests = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "30s"}
+    assert unpaced_kinds({**tokens, **requests}) == ("requests",)  # no size: its reset is all there is
+    assert spent_limit_reset_s({**tokens, **requests}, unpaced_kinds({**tokens, **requests})) == 30.0
+    assert unpaced_kinds(tokens) == ("requests",) and spent_limit_reset_s(tokens, unpaced_kinds(tokens)) is None
 
 
 def test_each_endpoint_is_paced_to_its_own_limit():
     throttle = Throttle(threading.Event())
     model, start = throttle.turn(("http://model", "m"))
-    model.observe(start, RequestLimit(100, 0, 20.0))  # spent: one request every 0.2 s, one kept in hand
+    model.observe(start, RateLimit(100, 0, 20.0))  # spent: one request every 0.2 s, one kept in hand
     judge, _ = throttle.turn(("http://judge", "j"))
     assert judge is not model and throttle.spaced()[0] == 0  # the judge's server has its own limit
     assert throttle.turn(("http://model", "m"))[0] is model and throttle.spaced()[0] == 1
 
 
 # --------------------------------------------------------------------------- live, against a token bucket
-def cases(n: int) -> list[Case]:
-    return [Case(id=f"b{i}", stratum=None, messages=({"role": "user", "content": f"Say ok [[b{i}]]"},), file="t",
-                 line=None, digest="") for i in range(n)]
+def cases(n: int, **request: Any) -> list[Case]:
+    return [Case(id=f"b{i}", stratum=None, messages=({"role": "user", "content": f"Say ok [[b{i:02d}]]"},), file="t",
+                 line=None, digest="", request=request) for i in range(n)]
 
 
-def bucket_run(bucket: TokenBucket, n: int, concurrency: int, policy: RetryPolicy | None = None
+def bucket_run(bucket: TokenBucket, n: int, concurrency: int, policy: RetryPolicy | None = None, **request: Any
                ) -> tuple[LiveOutcome, list[float]]:
     """The run's outcome and the arrival times of the requests the bucket let through."""
     with serve_token_bucket(bucket) as srv:
-        out = run_live(cases(n), ClientSettings(base_url=srv.url, model="m"), concurrency=concurrency,
+        out = run_live(cases(n, **request), ClientSettings(base_url=srv.url, model="m"), concurrency=concurrency,
                        policy=policy or RetryPolicy())
     taken = [r.t for r in srv.all_requests if r.behaviour is not None and r.behaviour.status_code == 200]
     assert srv.errors == []
@@ -175,7 +221,19 @@ def test_a_run_past_the_bucket_is_paced_to_its_refill_not_held_until_it_is_full(
     assert bucket.counts["refused"] <= 4, bucket.counts  # unpaced, 8 workers meet a bucket refilling one a 200 ms
     gaps = [b - a for a, b in itertools.pairwise(taken)]
     assert max(gaps) < 2.5, max(gaps)  # no hold until the bucket is full again (4 s)
-    assert out.spaced >= 10 and any("paced to the server's request limit" in r for r in out.remarks())
+    assert out.spaced >= 10 and any("paced to the server's rate limits" in r for r in out.remarks())
+
+
+def test_a_run_past_a_token_limit_is_paced_to_its_token_refill():
+    """Requests plenty, tokens not: 1000 at once refilling 1000 a second, each request charged its prompt and its
+    max_tokens as the run reckons it (104): the 21 past the burst are spaced, not sent into 429s."""
+    charged = request_tokens(cases(1, max_tokens=100)[0])
+    bucket = TokenBucket(rpm=6000, minute_s=60.0, tpm=60_000, token_burst=1000, token_cost=int(charged))
+    out, taken = bucket_run(bucket, 30, 8, max_tokens=100)
+    assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 30
+    assert bucket.counts["refused"] <= 4, bucket.counts  # unpaced: 13 of 30 refused
+    assert out.spaced >= 10 and any("paced to the server's rate limits" in r for r in out.remarks())
+    assert max(b - a for a, b in itertools.pairwise(taken)) < 1.0  # no hold until the limit is full again
 
 
 def test_pacing_to_the_refill_is_not_waiting_on_rate_limits():

@@ -6,7 +6,6 @@ Each shape is cited where it is written. The live tests run the real CLI against
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from envelope_ci.model import Envelope, Label
 from envelope_ci.providers.anthropic_messages import ANTHROPIC_MESSAGES, MessageStream
 from tests.support.fake_anthropic import FakeAnthropic, scripted
 from tests.support.fake_openai import Behaviour
-from tests.support.provider_suites import live_labels
+from tests.support.provider_suites import fed, judged, live_labels
 
 PROVIDER = "anthropic-messages"
 # "Event streams may also include any number of ping events": docs.claude.com/en/api/messages-streaming
@@ -90,14 +89,11 @@ def _message(content: list[dict[str, Any]], stop_reason: str, output_tokens: int
 
 
 def _stream(events: list[dict[str, Any]]) -> MessageStream:
-    stream = MessageStream()
-    for event in events:
-        stream.feed(json.dumps(event))
-    return stream
+    return fed(MessageStream(), events)
 
 
 def _judged(stream: MessageStream) -> EnvelopeClass:
-    return classify(Envelope(http_status=200, body=stream.body(), stream_complete=stream.complete, provider=PROVIDER))
+    return judged(stream, PROVIDER)
 
 
 def _row(tmp_path: Path, behaviour: Behaviour | list[Behaviour], *args: str, case_id: str = "plain",

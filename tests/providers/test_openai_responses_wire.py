@@ -8,18 +8,17 @@ Each shape is cited where it is written. The live tests run the real CLI against
 from __future__ import annotations
 
 import itertools
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from envelope_ci.grading.envelope import STREAM_CUT, EnvelopeClass, classify
-from envelope_ci.model import Envelope, Label
+from envelope_ci.grading.envelope import STREAM_CUT, EnvelopeClass
+from envelope_ci.model import Label
 from envelope_ci.providers.openai_responses import OPENAI_RESPONSES, ResponseStream
 from tests.support.fake_openai import Behaviour
 from tests.support.fake_responses import FakeResponses, scripted
-from tests.support.provider_suites import live_labels
+from tests.support.provider_suites import fed, judged, live_labels
 
 PROVIDER = "openai-responses"
 USAGE = {"input_tokens": 31, "output_tokens": 7, "total_tokens": 38}
@@ -106,14 +105,11 @@ class _Events:
 
 
 def _stream(events: list[dict[str, Any]]) -> ResponseStream:
-    stream = ResponseStream()
-    for event in events:
-        stream.feed(json.dumps(event))
-    return stream
+    return fed(ResponseStream(), events)
 
 
 def _judged(stream: ResponseStream) -> EnvelopeClass:
-    return classify(Envelope(http_status=200, body=stream.body(), stream_complete=stream.complete, provider=PROVIDER))
+    return judged(stream, PROVIDER)
 
 
 def _row(tmp_path: Path, behaviour: Behaviour, *args: str, case_id: str = "plain") -> dict[str, Any]:

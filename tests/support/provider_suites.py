@@ -6,10 +6,13 @@ the fake with ``--provider`` and gives each case's label, and writes a recording
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
+from envelope_ci.grading.envelope import EnvelopeClass, classify
+from envelope_ci.model import Envelope
 from tests.support.fake_openai import Behaviour, FakeOpenAI
 from tests.support.suites import make_suite, run_report
 
@@ -32,6 +35,31 @@ STREAM_ONLY: tuple[tuple[str, Behaviour, str], ...] = (
     ("stream-cut", Behaviour.stream_cut("The capital is"), "drop"),
     ("stream-error", Behaviour.stream_error("The capital"), "drop"),
 )
+
+
+class Stream(Protocol):
+    """A provider's stream assembler (``MessageStream``, ``ResponseStream``), as the wire tests drive it."""
+
+    complete: bool
+
+    def feed(self, data: str) -> bool: ...
+
+    def body(self) -> Any: ...
+
+
+S = TypeVar("S", bound=Stream)
+
+
+def fed(stream: S, events: Iterable[dict[str, Any]]) -> S:
+    """``stream`` after each event, sent as its ``data:`` payload."""
+    for event in events:
+        stream.feed(json.dumps(event))
+    return stream
+
+
+def judged(stream: Stream, provider: str) -> EnvelopeClass:
+    """How grading labels what a streamed 200 assembled (``stream_complete`` as the stream says)."""
+    return classify(Envelope(http_status=200, body=stream.body(), stream_complete=stream.complete, provider=provider))
 
 
 def _case(case_id: str) -> dict[str, Any]:

@@ -122,9 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tpm", type=int, default=0, help="a token limit too: its size and refill a minute (default: off)")
     ap.add_argument("--max-tokens", type=int, default=0, help="each case's max_tokens (default: none)")
     args = ap.parse_args(argv)
-    from envelope_ci.transport.retry import request_tokens
+    from envelope_ci.providers.openai_chat import OPENAI_CHAT
+    from envelope_ci.transport.http import tokens_charged
 
-    cost = int(request_tokens(bench_cases(1, args.max_tokens)[0]))
+    sample = bench_cases(1, args.max_tokens)[0]
+    cost = int(tokens_charged(sample, OPENAI_CHAT.request_body(sample, MODEL, 0.0, False)))
     floor = max(max(0, args.cases - args.rpm) * 60.0 / args.rpm,
                 max(0, args.cases * cost - args.tpm) * 60.0 / args.tpm if args.tpm else 0.0) + args.delay_ms / 1000.0
     print(f"machine  {platform.processor() or platform.machine()}, {cpu_model()}, nproc "

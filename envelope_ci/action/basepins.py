@@ -6,7 +6,6 @@ call trusts the workspace explicitly (``-c safe.directory=…``).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from ..api import BaseSource
 from ..errors import UsageError
 from ..github.client import GitHubClient
 from ..github.rest import GitHubError
+from ..sources.history import Git as Repository
 from ..sources.pins import parse_pins
 from .suite import relative_to
 
@@ -26,24 +26,19 @@ Git = Callable[..., "subprocess.CompletedProcess[bytes] | None"]
 
 
 def git_in(directory: Path, trusted: Sequence[Path]) -> Git:
-    """A git runner for `directory`, or one that gives None when git is missing or hangs.
+    """A git runner for `directory` (``sources.history.Git``: pointed at the repository, fetching nothing, seeing no
+    secret), or one that gives None when git is missing or hangs.
 
     The container runs as root while the checkout belongs to the runner's user, so git
     (>= 2.35.2) refuses it as "dubious ownership" unless told to trust it; only system,
     global or command-line config counts, hence `-c safe.directory=…` on each call.
     """
+    repository = Repository(directory, trusted, timeout=_GIT_TIMEOUT_S)
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes] | None:
-        trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
         try:
-            return subprocess.run(
-                ["git", *trust, "-C", str(directory), *args],
-                capture_output=True,
-                timeout=_GIT_TIMEOUT_S,
-                check=False,
-                env={**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"},
-            )
-        except (OSError, subprocess.TimeoutExpired):
+            return repository.run(*args)
+        except UsageError:
             return None
 
     return run

@@ -68,7 +68,8 @@ def read_pinned_answers(report: Report, trusted: Sequence[Path] = ()) -> PinnedA
 def pins_commit(pins: Path, git_in: GitIn) -> str:
     """The last commit that changed the pins file, when the file is as that commit holds it."""
     if not pins.is_file():
-        raise _Unknown("there is no pins file")
+        raise _Unknown(f"the pins file is not here ({pins.as_posix()}): no pins yet, or the repository is not checked "
+                       "out where the report was written")
     commit = _text(git_in(pins.parent), "log", "-1", "--no-show-signature", "--format=%H", "--", pins.name)
     if commit is None:
         raise _Unknown("git could not read the pins file's history here (no git, or not a repository)")

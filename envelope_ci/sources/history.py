@@ -24,6 +24,12 @@ from .pins import parse_pins
 GIT_TIMEOUT_S = 60
 # No prompt for a password, messages git's own way, and paths taken as written (a folder named `:(glob)*` is a name).
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# What git keeps of the environment: where programs and the user's own git config are, and the locale; no key,
+# token or GIT_* variable reaches it.
+_KEPT_ENV = re.compile(r"PATH|HOME|TZ|LANG|LANGUAGE|LC_[A-Z]+|SYSTEMROOT|TMPDIR|XDG_CONFIG_HOME")
+# Nothing fetched (a promisor remote's lazy fetch would run its config's ssh command), no fsmonitor hook, and no
+# repository taken from a folder that only looks like one.
+_LOCKED_DOWN = ("-c", "protocol.allow=never", "-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit")
 # A merge commit GitHub writes, and a squash merge's title: the PR number a point is known by.
 _MERGE_PR = re.compile(r"^Merge pull request #([0-9]{1,9}) ")
 _SQUASH_PR = re.compile(r"\(#([0-9]{1,9})\)\s*$")
@@ -68,22 +74,30 @@ def pr_number(subject: str) -> int | None:
 class Git:
     """git in one repository, called with a list argv and a timeout; a failure to start or finish is bad usage.
 
-    Shared by ``envelope-ci history`` and report.html's pinned answers (``report.pinned_answers``): one place
-    that says how git is run.
+    Shared by ``envelope-ci history``, report.html's pinned answers (``report.pinned_answers``) and the Action's
+    base pins: one place that says how git is run. The folders it runs in are pull-request content, so git
+    is pointed at the repository (``--git-dir``, ``--work-tree``: the nearest ``.git`` above, which no
+    commit can hold) and never left to search: a fixtures folder laid out as a repository (``HEAD``,
+    ``config``, ``objects/``, ``refs/`` committed as plain files) would otherwise be the one git reads,
+    and its config obeyed. It may fetch nothing (``protocol.allow=never``) and sees no secret
+    (``git_environment``).
     """
 
     def __init__(self, directory: Path, trusted: Sequence[Path] = (), timeout: float = GIT_TIMEOUT_S) -> None:
         # The Action's container runs as root over the runner's checkout: git trusts it only when told so.
         trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
-        self.argv = ["git", *trust, "-c", "core.fsmonitor=false", "-C", str(directory)]
+        self.top = repository_top(directory)
+        where = ["--git-dir", str(self.top / ".git"), "--work-tree", str(self.top)] if self.top else []
+        self.argv = ["git", *trust, *_LOCKED_DOWN, *where, "-C", str(directory)]
         self.timeout = timeout
 
     def run(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-        """One git command; its exit status is the caller's to read."""
+        """One git command; its exit status is the caller's to read (128, running nothing, outside a repository)."""
+        if self.top is None:
+            return subprocess.CompletedProcess(self.argv, 128, b"", b"not a git repository (no .git above)")
         try:
             return subprocess.run([*self.argv, *args], input=b"" if stdin is None else stdin, capture_output=True,
-                                  timeout=self.timeout,
-                                  check=False, env={**os.environ, **_GIT_ENV})
+                                  timeout=self.timeout, check=False, env=git_environment(os.environ))
         except FileNotFoundError:
             raise UsageError("git is not installed: history reads the pins file's commits with git") from None
         except OSError as exc:
@@ -117,6 +131,18 @@ class Git:
                 blobs[name] = out[at:at + size]
                 at += size + 1
         return blobs
+
+
+def repository_top(directory: Path) -> Path | None:
+    """The nearest folder at or above ``directory`` that holds ``.git`` (a folder, or a worktree's file); None
+    outside any repository."""
+    here = directory.resolve()
+    return next((folder for folder in (here, *here.parents) if (folder / ".git").exists()), None)
+
+
+def git_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment git runs in: ``environ``'s few harmless variables (``_KEPT_ENV``) and ``_GIT_ENV``."""
+    return {**{k: v for k, v in environ.items() if _KEPT_ENV.fullmatch(k)}, **_GIT_ENV}
 
 
 def read_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Sequence[Path] = ()) -> PinsHistory:

@@ -126,15 +126,20 @@ class _Mirror:
         """Seconds until it holds ``cost`` and one more such start in hand (never more than the limit's size)."""
         self.left = min(self.size, self.left + (now - self.at) * self.rate)
         self.at = now
-        cost = min(cost, self.size)
+        cost = self.charge(cost)
         need = cost + min(KEPT_IN_HAND * cost, self.size - cost)
         return (need - self.left) / self.rate if cost > 0 and self.left < need and self.rate > 0 else 0.0
 
+    def charge(self, cost: float) -> float:
+        """What a start is counted as taking: a start larger than the whole limit cannot be paced to it (the server
+        refuses it, or charges only what it used), so it is not counted at all."""
+        return cost if cost <= self.size else 0.0
+
     def start(self, start: int, cost: float, taken: bool) -> None:
         """Count a start as open; ``taken``: it was paced to this limit, so it takes its cost from the mirror now."""
-        self.open[start] = cost
+        self.open[start] = self.charge(cost)
         if taken:
-            self.left -= min(cost, self.size)
+            self.left -= self.charge(cost)
 
     def observe(self, start: int, limit: RateLimit | None, now: float) -> None:
         """Close ``start``; set the mirror from the limit its answer states, unless older than the last that did."""

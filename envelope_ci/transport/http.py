@@ -7,12 +7,14 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 import urllib3
 from msgspec.structs import replace
 
 from ..errors import UsageError
+from ..grading.grade import prompt_tokens_estimate
 from ..model import DEFAULT_PROVIDER, Case, Envelope
 from ..providers.base import Provider
 from ..secrets import Secrets
@@ -21,6 +23,8 @@ from .reading import TRANSPORT_ERRORS, Limits, deadline_passed, read_stream, rea
 from .watchdog import Alarm, Watchdog, WatchedAdapter
 
 USER_AGENT = "envelope-ci"
+# The body keys in which each wire format asks for at most so many answer tokens (Chat, its newer name, Responses).
+_ANSWER_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,11 @@ class Client:
     def close(self) -> None:
         self.session.close()
 
+    def request_tokens(self, case: Case) -> float:
+        """What a token limit charges this case's request before it is answered (``tokens_charged``)."""
+        s = self.settings
+        return tokens_charged(case, self.provider.request_body(case, s.model, s.temperature, s.stream))
+
     def attempt(self, case: Case) -> Envelope:
         """One HTTP exchange, within the case's deadline from connect to last byte.
 
@@ -100,6 +109,15 @@ class Client:
                   else failure_detail(exc, min(self.settings.connect_timeout_s, deadline_s), deadline_s, self.url))
         return Envelope(error=re.sub(r"\s+", " ", self.secrets.mask(detail))[:300], elapsed_ms=round(elapsed, 3),
                         provider=self.provider.name)
+
+
+def tokens_charged(case: Case, body: Mapping[str, Any]) -> float:
+    """What a token limit charges a request before it is answered, as OpenAI's cookbook reckons it: the prompt's
+    tokens (characters / 4) and the most it may answer, as the body the provider builds asks it (Anthropic's
+    default ``max_tokens`` included); the answer puts the pacer's mirror right."""
+    asked = [body.get(key) for key in _ANSWER_LIMITS]
+    most = next((n for n in asked if isinstance(n, (int, float)) and not isinstance(n, bool)), 0)
+    return float(prompt_tokens_estimate(case) + most)
 
 
 def provider_url(provider: Provider, base_url: str) -> str:

@@ -14,7 +14,7 @@ from msgspec.structs import replace
 
 from ..errors import UsageError
 from ..grading.envelope import stream_was_cut, transport_label
-from ..grading.grade import grade, prompt_tokens_estimate
+from ..grading.grade import grade
 from ..model import Case, Envelope, Label, RetryPolicy
 from .adaptive import AdaptiveLimit, Pacer, Pressure
 from .http import Client
@@ -96,7 +96,7 @@ class Throttle:
         self.paced_s = 0.0  # of it, holding requests until a used-up limit reset (``pace``)
         self.spent = False  # a pause was refused: the run may wait no longer
 
-    def turn(self, endpoint: Endpoint, tokens: float = 0.0) -> tuple[Pacer, int]:
+    def turn(self, endpoint: Endpoint, tokens: float) -> tuple[Pacer, int]:
         """Wait out the run's pause, then the endpoint's next start of ``tokens`` estimated tokens; its pacer and the
         start's number, for the answer.
 
@@ -253,7 +253,7 @@ def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throt
 
 def _paced_attempt(client: Client, case: Case, throttle: Throttle) -> Envelope:
     """One attempt once the endpoint's limits have room; what its answer says of them paces the next."""
-    pacer, start = throttle.turn((client.settings.base_url, client.settings.model), request_tokens(case))
+    pacer, start = throttle.turn((client.settings.base_url, client.settings.model), client.request_tokens(case))
     env: Envelope | None = None
     try:
         env = client.attempt(case)
@@ -262,12 +262,6 @@ def _paced_attempt(client: Client, case: Case, throttle: Throttle) -> Envelope:
         pacer.observe(start, rate_limit(limits, "requests"), rate_limit(limits, "tokens"))
     return env
 
-
-def request_tokens(case: Case) -> float:
-    """What a token limit charges a request before it is answered, as OpenAI's cookbook reckons it: the prompt's
-    tokens (characters / 4) and the most it may answer (``max_tokens``); the answer puts the mirror right."""
-    most = case.request.get("max_tokens") or case.request.get("max_completion_tokens") or 0
-    return float(prompt_tokens_estimate(case) + (most if isinstance(most, int) else 0))
 
 
 def pressure(env: Envelope, answered: bool, busy: Collection[int] = (503,)) -> Pressure:

@@ -270,7 +270,8 @@ def test_a_shallow_clone_that_stops_before_the_pins_commit_reads_no_pinned_answe
 
 def test_no_pins_file_reads_no_pinned_answer(example: Report, tmp_path: Path) -> None:
     found = read_pinned_answers(replace(example, run=replace(example.run, pins=str(tmp_path / "none.json"))))
-    assert found == PinnedAnswers(unknown="there is no pins file")
+    assert found == PinnedAnswers(unknown=f"the pins file is not here ({(tmp_path / 'none.json').as_posix()}): no pins "
+                                          "yet, or the repository is not checked out where the report was written")
 
 
 @needs_git

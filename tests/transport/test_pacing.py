@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 
 from envelope_ci.model import Case, RetryPolicy
+from envelope_ci.providers.anthropic_messages import ANTHROPIC_MESSAGES
+from envelope_ci.providers.openai_chat import OPENAI_CHAT
+from envelope_ci.providers.openai_responses import OPENAI_RESPONSES
 from envelope_ci.transport.adaptive import Pacer
-from envelope_ci.transport.http import ClientSettings
+from envelope_ci.transport.http import ClientSettings, tokens_charged
 from envelope_ci.transport.pool import LiveOutcome, run_live
-from envelope_ci.transport.retry import Throttle, request_tokens
+from envelope_ci.transport.retry import Throttle
 from envelope_ci.transport.retry_after import (
     RateLimit,
     rate_limit,
@@ -157,11 +160,12 @@ def test_the_slower_of_the_request_and_token_limits_sets_the_wait():
     assert pace.admit(300.0)[1] == 0.7  # the token limit's: its 300, 300 in hand and the open start's 100, at 1000/s
 
 
-def test_a_start_larger_than_the_token_limit_waits_for_it_to_be_full_not_for_ever():
+def test_a_start_larger_than_the_token_limit_is_not_paced_to_it_nor_counted():
     pace, _ = pacer()
     start, _ = pace.admit(50.0)
     pace.observe(start, None, RateLimit(100, 0, 10.0))  # 10 tokens a second, 100 at most
-    assert pace.admit(500.0)[1] == 10.0  # charged as the whole limit: it waits until the limit is full
+    assert [pace.admit(500.0)[1] for _ in range(8)] == [0.0] * 8  # it goes: the server's answer decides
+    assert pace.admit(20.0)[1] == 4.0  # and the eight open ones took nothing from the mirror: 40 tokens' refill
 
 
 def test_without_a_token_estimate_or_a_stated_token_limit_tokens_hold_nothing():
@@ -184,11 +188,11 @@ def test_a_limit_stated_whole_is_paced_and_only_the_others_hold_the_run():
 
 def test_each_endpoint_is_paced_to_its_own_limit():
     throttle = Throttle(threading.Event())
-    model, start = throttle.turn(("http://model", "m"))
+    model, start = throttle.turn(("http://model", "m"), 0.0)
     model.observe(start, RateLimit(100, 0, 20.0))  # spent: one request every 0.2 s, one kept in hand
-    judge, _ = throttle.turn(("http://judge", "j"))
+    judge, _ = throttle.turn(("http://judge", "j"), 0.0)
     assert judge is not model and throttle.spaced()[0] == 0  # the judge's server has its own limit
-    assert throttle.turn(("http://model", "m"))[0] is model and throttle.spaced()[0] == 1
+    assert throttle.turn(("http://model", "m"), 0.0)[0] is model and throttle.spaced()[0] == 1
 
 
 # --------------------------------------------------------------------------- live, against a token bucket
@@ -224,10 +228,22 @@ def test_a_run_past_the_bucket_is_paced_to_its_refill_not_held_until_it_is_full(
     assert out.spaced >= 10 and any("paced to the server's rate limits" in r for r in out.remarks())
 
 
+def test_a_request_is_charged_its_prompt_and_the_most_its_provider_asks_for():
+    """Characters / 4 of the messages, and max_tokens as the wire format spells it: Anthropic's default when the case
+    sets none, the Responses API's max_output_tokens; a float counts, nothing asked adds nothing."""
+    asked, bare = cases(1, max_tokens=100)[0], cases(1)[0]  # "Say ok [[b00]]": 14 characters, 4 tokens
+    assert tokens_charged(asked, OPENAI_CHAT.request_body(asked, "m", 0.0, False)) == 104.0
+    assert tokens_charged(bare, OPENAI_CHAT.request_body(bare, "m", 0.0, False)) == 4.0
+    assert tokens_charged(bare, ANTHROPIC_MESSAGES.request_body(bare, "m", 0.0, False)) == 4.0 + 4096
+    assert tokens_charged(asked, OPENAI_RESPONSES.request_body(asked, "m", 0.0, False)) == 104.0
+    assert tokens_charged(bare, {"max_tokens": 512.0}) == 516.0 and tokens_charged(bare, {"max_tokens": True}) == 4.0
+
+
 def test_a_run_past_a_token_limit_is_paced_to_its_token_refill():
     """Requests plenty, tokens not: 1000 at once refilling 1000 a second, each request charged its prompt and its
     max_tokens as the run reckons it (104): the 21 past the burst are spaced, not sent into 429s."""
-    charged = request_tokens(cases(1, max_tokens=100)[0])
+    sample = cases(1, max_tokens=100)[0]
+    charged = tokens_charged(sample, OPENAI_CHAT.request_body(sample, "m", 0.0, False))
     bucket = TokenBucket(rpm=6000, minute_s=60.0, tpm=60_000, token_burst=1000, token_cost=int(charged))
     out, taken = bucket_run(bucket, 30, 8, max_tokens=100)
     assert [g.label.value for c in out.grades.values() for g in c] == ["right"] * 30

@@ -26,8 +26,8 @@ Git = Callable[..., "subprocess.CompletedProcess[bytes] | None"]
 
 
 def git_in(directory: Path, trusted: Sequence[Path]) -> Git:
-    """A git runner for `directory` (``sources.history.Git``: pointed at the repository, fetching nothing, seeing no
-    secret), or one that gives None when git is missing or hangs.
+    """A git runner for `directory` (``sources.history.Git``: pointed at the repository, fetching nothing, no secret
+    in its environment), or one that gives None when git is missing or hangs.
 
     The container runs as root while the checkout belongs to the runner's user, so git
     (>= 2.35.2) refuses it as "dubious ownership" unless told to trust it; only system,
@@ -82,9 +82,14 @@ def base_pins_from_git(git: Git, sha: str, path: str) -> BaseSource | str:
         except UnicodeDecodeError:
             return BaseSource(None, origin, error=f"{path} at {base[:12]} is not UTF-8 text")
     exists = git("cat-file", "-e", f"{base}^{{commit}}")
-    if exists is not None and exists.returncode == 0:
-        return BaseSource(None, f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
-    return f"the base commit {base[:12]} is not in this clone"
+    if exists is None or exists.returncode != 0:
+        return f"the base commit {base[:12]} is not in this clone"
+    # The tree says whether the file is there: in a partial clone (filter: blob:none) it is, but its content is
+    # not, and git may fetch nothing, so the API is asked rather than reading "no pins" (it fails closed).
+    listed = _git_text(git("ls-tree", "--full-tree", "--name-only", base, "--", path))
+    if listed:
+        return f"{path} is at {base[:12]} but its content is not in this clone (a partial clone: git fetches nothing)"
+    return BaseSource(None, f"git: {path} does not exist at {base[:12]} (test merge's first parent)")
 
 
 def base_pins_from_api(client: GitHubClient | None, base_sha: str | None, path: str) -> BaseSource | str:

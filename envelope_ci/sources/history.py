@@ -23,13 +23,17 @@ from .pins import parse_pins
 
 GIT_TIMEOUT_S = 60
 # No prompt for a password, messages git's own way, and paths taken as written (a folder named `:(glob)*` is a name).
-_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0"}
+# No transport at all (GIT_ALLOW_PROTOCOL, empty: no config can allow one back, as protocol.<name>.allow could).
+_GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_LITERAL_PATHSPECS": "1", "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_ALLOW_PROTOCOL": ""}
 # What git keeps of the environment: where programs and the user's own git config are, and the locale; no key,
 # token or GIT_* variable reaches it.
 _KEPT_ENV = re.compile(r"PATH|HOME|TZ|LANG|LANGUAGE|LC_[A-Z]+|SYSTEMROOT|TMPDIR|XDG_CONFIG_HOME")
-# Nothing fetched (a promisor remote's lazy fetch would run its config's ssh command), no fsmonitor hook, and no
-# repository taken from a folder that only looks like one.
-_LOCKED_DOWN = ("-c", "protocol.allow=never", "-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit")
+# Nothing fetched (a promisor remote's lazy fetch would run its config's ssh command), no fsmonitor hook, no
+# repository taken from a folder that only looks like one, and no signature checked (a user's log.showSignature
+# would put gpg's words into the log records, and run its gpg.program).
+_LOCKED_DOWN = ("-c", "protocol.allow=never", "-c", "core.fsmonitor=false", "-c", "safe.bareRepository=explicit",
+                "-c", "log.showSignature=false")
 # A merge commit GitHub writes, and a squash merge's title: the PR number a point is known by.
 _MERGE_PR = re.compile(r"^Merge pull request #([0-9]{1,9}) ")
 _SQUASH_PR = re.compile(r"\(#([0-9]{1,9})\)\s*$")
@@ -79,8 +83,8 @@ class Git:
     is pointed at the repository (``--git-dir``, ``--work-tree``: the nearest ``.git`` above, which no
     commit can hold) and never left to search: a fixtures folder laid out as a repository (``HEAD``,
     ``config``, ``objects/``, ``refs/`` committed as plain files) would otherwise be the one git reads,
-    and its config obeyed. It may fetch nothing (``protocol.allow=never``) and sees no secret
-    (``git_environment``).
+    and its config obeyed. It may fetch nothing (``GIT_ALLOW_PROTOCOL`` empty), and no key or token is in its
+    environment (``git_environment``).
     """
 
     def __init__(self, directory: Path, trusted: Sequence[Path] = (), timeout: float = GIT_TIMEOUT_S) -> None:

@@ -120,7 +120,7 @@ class _Mirror:
         self.left = math.inf  # what the server would take now; below 0, starts already waiting their turn
         self.rate = 0.0  # what it refills a second; 0 while unknown
         self.at = now  # when ``left`` was true
-        self.open: dict[int, float] = {}  # what each start not answered yet takes of it
+        self.open: dict[int, float] = {}  # what each start not answered yet would take of it (before ``charge``)
 
     def wait_for(self, cost: float, now: float) -> float:
         """Seconds until it holds ``cost`` and one more such start in hand (never more than the limit's size)."""
@@ -137,7 +137,7 @@ class _Mirror:
 
     def start(self, start: int, cost: float, taken: bool) -> None:
         """Count a start as open; ``taken``: it was paced to this limit, so it takes its cost from the mirror now."""
-        self.open[start] = self.charge(cost)
+        self.open[start] = cost  # charged as the limit known when an answer comes: it may not be known yet
         if taken:
             self.left -= self.charge(cost)
 
@@ -148,7 +148,7 @@ class _Mirror:
             return
         self.seen, self.at, self.size = start, now, limit.size
         self.rate = limit.refill_per_s or self.rate  # a full limit says nothing of its rate
-        self.left = limit.remaining - sum(self.open.values())
+        self.left = limit.remaining - sum(map(self.charge, self.open.values()))
 
 
 class Pacer:

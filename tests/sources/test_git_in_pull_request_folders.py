@@ -115,3 +115,20 @@ def test_the_actions_base_pins_read_git_the_same_way(planted):
     assert done is not None and Path(done.stdout.decode().strip()).resolve() == repo.resolve()
     git_in(repo / "evals" / "evil", (repo,))("cat-file", "-p", "0" * 40)
     assert not marker.exists()
+
+
+def test_no_config_can_let_git_fetch(tmp_path):
+    """Even the repository's own config, asking for a lazy fetch over ssh and allowing ssh outright, fetches nothing:
+    GIT_ALLOW_PROTOCOL, empty, outranks every protocol.*.allow."""
+    repo, marker = tmp_path / "repo", tmp_path / "ran.txt"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n", "utf-8")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "a")
+    for key, value in (("extensions.partialClone", "origin"), ("remote.origin.url", "ssh://example.invalid/x"),
+                       ("remote.origin.promisor", "true"), ("core.repositoryformatversion", "1"),
+                       ("protocol.ssh.allow", "always"), ("core.sshCommand", f"env > {marker.as_posix()}; false")):
+        git(repo, "config", key, value)
+    Git(repo).run("cat-file", "-p", "1" * 40)
+    assert not marker.exists()

@@ -168,6 +168,15 @@ def test_a_start_larger_than_the_token_limit_is_not_paced_to_it_nor_counted():
     assert pace.admit(20.0)[1] == 4.0  # and the eight open ones took nothing from the mirror: 40 tokens' refill
 
 
+def test_starts_larger_than_the_limit_sent_before_it_was_known_are_not_counted_once_it_is():
+    pace, _ = pacer()
+    first, _ = pace.admit(50.0)
+    for _ in range(4):
+        pace.admit(500.0)  # sent before any answer stated the limit
+    pace.observe(first, None, RateLimit(100, 0, 10.0))  # 100 at most: those four cannot be paced to it
+    assert pace.admit(20.0)[1] == 4.0  # 40 tokens' refill, as if they were not open
+
+
 def test_without_a_token_estimate_or_a_stated_token_limit_tokens_hold_nothing():
     pace, _ = pacer()
     start, _ = pace.admit()

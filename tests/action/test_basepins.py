@@ -5,20 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from envelope_ci.action.basepins import fetch_base_pins
-from tests.support.suites import case, write_pins
+from tests.support.suites import case, git, write_pins
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed: nothing runs it here")
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True, timeout=60)
-    return done.stdout.strip()
 
 
 def test_a_partial_clone_without_the_base_pins_content_says_so_and_never_reads_no_pins(tmp_path):
@@ -40,7 +35,7 @@ def test_a_partial_clone_without_the_base_pins_content_says_so_and_never_reads_n
     git(origin, "commit", "-qam", "drop every pin")
     git(origin, "checkout", "-q", "main")
     git(origin, "merge", "-q", "--no-ff", "--no-edit", "pr")
-    merge = git(origin, "rev-parse", "HEAD")
+    merge = git(origin, "rev-parse", "HEAD").strip()
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--no-local", "--filter=blob:none", origin.resolve().as_uri(), str(clone)],
                    check=True, capture_output=True, timeout=60)

@@ -8,7 +8,6 @@ import html
 import json
 import re
 import shutil
-import subprocess
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -25,7 +24,7 @@ from envelope_ci.report.model import Report
 from envelope_ci.report.pinned_answers import PinnedAnswers, read_pinned_answers
 from tests.support.hostile import GATES, HOSTILE, hostile_report, pinned_differently
 from tests.support.strategies import EDGE_TEXT
-from tests.support.suites import case, chat_body, example_report_text, recorded, run_report, write_pins
+from tests.support.suites import case, chat_body, example_report_text, git, recorded, run_report, write_pins
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -181,11 +180,6 @@ ANSWER_THEN = "The table is booked for four at eight."
 ANSWER_NOW = "The table is booked for five at eight."
 
 
-def git(repo: Path, *args: str) -> str:
-    """A git command in a test's own repository, as a fixed person, signing nothing."""
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True, timeout=60)
-    return done.stdout
 
 
 def record(suite: Path, answer: str) -> None:

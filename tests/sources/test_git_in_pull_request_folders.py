@@ -11,23 +11,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from envelope_ci.sources.history import Git, git_environment
-from tests.support.suites import case, chat_body, recorded, run_cli, write_pins
+from tests.support.suites import case, chat_body, git, recorded, run_cli, write_pins
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed: nothing runs it here")
 
 SECRET = "sk-planted-repository-must-never-see-this"
 
 
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           "-c", "commit.gpgsign=false", *args], capture_output=True, text=True, check=True, timeout=60)
-    return done.stdout
 
 
 def plant_repository(folder: Path, marker: Path) -> None:

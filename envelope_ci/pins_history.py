@@ -5,7 +5,6 @@ runs nothing from the fixtures (they are read as data at each commit).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from . import atomic
@@ -17,9 +16,9 @@ from .sources.history import read_history
 HISTORY_FILES = ("history.json", "history.md")
 
 
-def load_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Sequence[Path] = ()) -> History:
+def load_history(fixtures: Path, pins: Path, ref: str, last: int) -> History:
     """The last ``last`` changes of the pins on ``ref``'s first-parent history, oldest first, with their measures."""
-    found = read_history(fixtures, pins, ref, last, trusted)
+    found = read_history(fixtures, pins, ref, last)
     points = tuple(point_of(s.commit, s.date, s.pr, s.subject, measure(s.pins, s.strata)) for s in found.snapshots)
     return History(history_version=HISTORY_VERSION, ref=found.ref, commit=found.commit, pins=found.pins,
                    fixtures_dir=found.fixtures, last=found.last, shallow=found.shallow, notes=found.notes,

@@ -1,14 +1,14 @@
 """The base branch's pins for a pull request: git first (the test merge's first parent), then the REST API.
 
-The container runs as root while the checkout belongs to the runner's user, so every git
-call trusts the workspace explicitly (``-c safe.directory=…``).
+The container runs as root while the checkout belongs to the runner's user; git, named the repository rather than
+left to search for it (``sources.history.Git``), reads it without an ownership check.
 """
 from __future__ import annotations
 
 import dataclasses
 import re
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +25,10 @@ _GIT_TIMEOUT_S = 30
 Git = Callable[..., "subprocess.CompletedProcess[bytes] | None"]
 
 
-def git_in(directory: Path, trusted: Sequence[Path]) -> Git:
+def git_in(directory: Path) -> Git:
     """A git runner for `directory` (``sources.history.Git``: pointed at the repository, fetching nothing, no secret
-    in its environment), or one that gives None when git is missing or hangs.
-
-    The container runs as root while the checkout belongs to the runner's user, so git
-    (>= 2.35.2) refuses it as "dubious ownership" unless told to trust it; only system,
-    global or command-line config counts, hence `-c safe.directory=…` on each call.
-    """
-    repository = Repository(directory, trusted, timeout=_GIT_TIMEOUT_S)
+    in its environment), or one that gives None when git is missing or hangs."""
+    repository = Repository(directory, timeout=_GIT_TIMEOUT_S)
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes] | None:
         try:
@@ -112,7 +107,7 @@ def fetch_base_pins(
     workspace: Path, workdir: Path, pins_abs: Path, sha: str, pr: Mapping[str, Any], client: GitHubClient | None
 ) -> BaseSource:
     """Base pins via `git show <sha>^1:<path>`, else the REST contents API, else an error saying both reasons."""
-    git = git_in(workdir, (workspace, workdir))
+    git = git_in(workdir)
     # The repository may sit below the workspace (actions/checkout's `path:`).
     top = _git_text(git("rev-parse", "--show-toplevel"))
     path = relative_to(pins_abs, Path(top) if top else workspace)

@@ -24,13 +24,12 @@ from ..api import BaseSource
 from ..config import RunConfig
 from ..errors import UsageError
 from ..formats.console import render_console
-from ..formats.html import HTML, html_parts
+from ..formats.html import HTML
 from ..github.client import GitHubClient
 from ..github.commands import append_summary, error_annotation, warning, write_outputs
 from ..model import ExitCode
 from ..pins_history import HISTORY_FILES, load_history, write_history
 from ..report.model import Report
-from ..report.pinned_answers import read_pinned_answers
 from ..result import RunResult
 from ..secrets import Secrets
 from .basepins import fetch_base_pins, git_in
@@ -130,7 +129,6 @@ def execute(env: Mapping[str, str], out: TextIO, secrets: Secrets) -> Outcome:
         return _shard_outcome(job, ran, outputs)
     outputs["comment-url"] = _publish(job, ran, base)
     outputs.update(_annotate(job, ran))
-    outputs.update(_page(job, ran))
     outputs["exit-code"] = str(int(ran.exit_code))
     if ran.exit_code == ExitCode.INCONCLUSIVE and not inputs.fail_on_inconclusive:
         out.write("envelope-ci: inconclusive, and fail-on-inconclusive is false — "
@@ -147,7 +145,7 @@ def run_suite(config: RunConfig, base: BaseSource | None, out: TextIO, secrets: 
 
 def merge_suite(pattern: str, out_dir: Path, out: TextIO, secrets: Secrets) -> Ran:
     """``api.merge`` of the shards' reports that the ``reports`` glob names, as ``run_suite`` runs ``api.run``."""
-    return _attempt("envelope-ci merge", lambda: api.merge(_matching(pattern), out_dir), out, secrets)
+    return _attempt("envelope-ci merge", lambda: api.merge(_matching(pattern), out_dir, (HTML.name,)), out, secrets)
 
 
 def _matching(pattern: str) -> list[Path]:
@@ -272,7 +270,7 @@ def _trend(job: Job, report: Report) -> str:
     workdir = job.suite.workdir
     try:
         history = load_history(workdir / job.inputs.fixtures, workdir / job.suite.pins, _base_ref(job),
-                               job.inputs.history, (job.workspace, workdir))
+                               job.inputs.history)
     except UsageError as exc:
         job.out.write(warning(f"envelope-ci: the trend of the strata is unavailable: {exc}") + "\n")
         return trend_unavailable(str(exc))
@@ -285,30 +283,12 @@ def _base_ref(job: Job) -> str:
     ``origin/<base>`` (a checkout of the PR's head, not of the test merge)."""
     sha = job.env.get("GITHUB_SHA", "")
     if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
-        proc = git_in(job.suite.workdir, (job.workspace, job.suite.workdir))("rev-list", "--parents", "-n", "1",
-                                                                              sha, "--")
+        proc = git_in(job.suite.workdir)("rev-list", "--parents", "-n", "1", sha, "--")
         if proc is not None and proc.returncode == 0 and len(proc.stdout.split()) == 3:
             return f"{sha}^1"
     base = job.pull[0].get("base") if job.pull else None
     ref = base.get("ref") if isinstance(base, dict) else None
     return f"origin/{ref}" if isinstance(ref, str) and ref else "origin/HEAD"
-
-
-def _page(job: Job, ran: Ran) -> dict[str, str]:
-    """Write report.html beside the report, its pinned answers read with git trusting the checkout; its output.
-
-    The page is only looked at: a folder it cannot be written to is a warning, never the run's verdict.
-    """
-    if ran.result is None:
-        return {}
-    report = ran.result.report
-    path = job.suite.out_dir / HTML.filename
-    try:
-        atomic.write_parts(path, html_parts(report, read_pinned_answers(report, (job.workspace, job.suite.workdir))))
-    except OSError as exc:
-        job.out.write(warning(f"envelope-ci: {HTML.filename} not written: {exc}") + "\n")
-        return {}
-    return file_outputs([path], job.workspace)
 
 
 def _annotate(job: Job, ran: Ran) -> dict[str, str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import RunConfig
+from ..formats.html import HTML
 from ..github.comment import key_digest
 from ..model import PINS_NAME
 from .inputs import InputError, Inputs
@@ -76,6 +77,8 @@ def run_config(inputs: Inputs, suite: Suite, env: Mapping[str, str]) -> RunConfi
         provider=inputs.provider,
         replay=Path(inputs.replay) if inputs.replay else None,
         config_path=Path(inputs.config) if inputs.config else None,
+        # report.html beside the report, for upload-artifact; a shard's part is no page: the merge writes the run's.
+        formats=() if inputs.mode == "shard" else (HTML.name,),
         in_ci=True,
         shard=inputs.shard,
         max_run_time_s=inputs.max_run_time,

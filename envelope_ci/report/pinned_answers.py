@@ -8,7 +8,7 @@ a shallow clone, pins not committed or changed since), no answer is known and ``
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,7 +25,7 @@ from .build import PREVIEW_CHARS
 from .model import Report
 
 GIT_TIMEOUT_S = 10.0
-GitIn = Callable[[Path], Git]  # a git runner for one folder, with the trust the caller gives
+GitIn = Callable[[Path], Git]  # a git runner for one folder
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,9 @@ class _Unknown(Exception):
     """Git cannot say which answers the pins were made from; the message says why, for the reader."""
 
 
-def read_pinned_answers(report: Report, trusted: Sequence[Path] = ()) -> PinnedAnswers:
-    """The pinned cases' answers as recorded beside their fixture files at the pins' commit.
-
-    ``trusted``: folders git may read though another user owns them (the Action's container runs as root over the
-    runner's checkout); none on the command line, where git's own ownership check stands.
-    """
-    git_in: GitIn = partial(Git, trusted=trusted, timeout=GIT_TIMEOUT_S)
+def read_pinned_answers(report: Report) -> PinnedAnswers:
+    """The pinned cases' answers as recorded beside their fixture files at the pins' commit."""
+    git_in: GitIn = partial(Git, timeout=GIT_TIMEOUT_S)
     try:
         commit = pins_commit(Path(report.run.pins), git_in)
     except _Unknown as why:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -87,12 +87,12 @@ class Git:
     environment (``git_environment``).
     """
 
-    def __init__(self, directory: Path, trusted: Sequence[Path] = (), timeout: float = GIT_TIMEOUT_S) -> None:
-        # The Action's container runs as root over the runner's checkout: git trusts it only when told so.
-        trust = [item for path in dict.fromkeys(trusted) for item in ("-c", f"safe.directory={path}")]
+    def __init__(self, directory: Path, timeout: float = GIT_TIMEOUT_S) -> None:
+        # Named, not found, the repository needs no safe.directory either: git checks the ownership of a repository
+        # it searched for, so the Action's root reads the runner's checkout as it is.
         self.top = repository_top(directory)
         where = ["--git-dir", str(self.top / ".git"), "--work-tree", str(self.top)] if self.top else []
-        self.argv = ["git", *trust, *_LOCKED_DOWN, *where, "-C", str(directory)]
+        self.argv = ["git", *_LOCKED_DOWN, *where, "-C", str(directory)]
         self.timeout = timeout
 
     def run(self, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -149,9 +149,9 @@ def git_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {**{k: v for k, v in environ.items() if _KEPT_ENV.fullmatch(k)}, **_GIT_ENV}
 
 
-def read_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Sequence[Path] = ()) -> PinsHistory:
+def read_history(fixtures: Path, pins: Path, ref: str, last: int) -> PinsHistory:
     """The last ``last`` commits on ``ref``'s first-parent line that changed the pins file, oldest first."""
-    top, git = _repository(fixtures, trusted)
+    top, git = _repository(fixtures)
     pins_rel, fixtures_rel = _inside(pins, top), _inside(fixtures, top)
     commit = _commit_of(git, ref)
     shallow = git.text("rev-parse", "--is-shallow-repository") == "true"
@@ -165,14 +165,14 @@ def read_history(fixtures: Path, pins: Path, ref: str, last: int, trusted: Seque
     return PinsHistory(ref, commit, pins_rel, fixtures_rel or ".", last, shallow, tuple(snapshots), tuple(notes))
 
 
-def _repository(fixtures: Path, trusted: Sequence[Path]) -> tuple[Path, Git]:
+def _repository(fixtures: Path) -> tuple[Path, Git]:
     """The top of the repository that holds the fixtures, and git there."""
     start = fixtures if fixtures.is_dir() else Path.cwd()
-    top = Git(start, trusted).text("rev-parse", "--show-toplevel")
+    top = Git(start).text("rev-parse", "--show-toplevel")
     if not top:
         raise UsageError(f"{fixtures.as_posix()}: not inside a git repository (history reads the pins file's "
                          "commits with git log)")
-    return Path(top).resolve(), Git(Path(top), (*trusted, Path(top)) if trusted else ())
+    return Path(top).resolve(), Git(Path(top))
 
 
 def _inside(path: Path, top: Path) -> str:

@@ -66,19 +66,20 @@ class Client:
     def close(self) -> None:
         self.session.close()
 
-    def request_tokens(self, case: Case) -> float:
-        """What a token limit charges this case's request before it is answered (``tokens_charged``)."""
+    def request_body(self, case: Case) -> dict[str, Any]:
+        """The body this client posts for ``case``, in its provider's wire format."""
         s = self.settings
-        return tokens_charged(case, self.provider.request_body(case, s.model, s.temperature, s.stream))
+        return self.provider.request_body(case, s.model, s.temperature, s.stream)
 
-    def attempt(self, case: Case) -> Envelope:
+    def attempt(self, case: Case, body: Mapping[str, Any] | None = None) -> Envelope:
         """One HTTP exchange, within the case's deadline from connect to last byte.
 
         ``elapsed_ms`` spans send to last byte: no parsing, no grading. Redirects are not followed:
-        requests would resend the body, and every header but ``Authorization``, to the other host.
+        requests would resend the body, and every header but ``Authorization``, to the other host. ``body``: the
+        one ``request_body`` built, when the caller already has it (the pacer reckoned its tokens from it).
         """
         s = self.settings
-        payload = json.dumps(self.provider.request_body(case, s.model, s.temperature, s.stream)).encode("utf-8")
+        payload = json.dumps(self.request_body(case) if body is None else body).encode("utf-8")
         deadline_s = case.timeout_s or s.case_timeout_s
         timeout = (min(s.connect_timeout_s, deadline_s), deadline_s)
         t0 = time.perf_counter()

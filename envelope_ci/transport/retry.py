@@ -17,7 +17,7 @@ from ..grading.envelope import stream_was_cut, transport_label
 from ..grading.grade import grade
 from ..model import Case, Envelope, Label, RetryPolicy
 from .adaptive import AdaptiveLimit, Pacer, Pressure
-from .http import Client
+from .http import Client, tokens_charged
 from .reading import OVERSIZED
 from .retry_after import rate_limit, rate_limit_reset_s, retry_after_s, spent_limit_reset_s, unpaced_kinds
 
@@ -253,10 +253,11 @@ def _attempt(client: Client, case: Case, limiter: AdaptiveLimit, throttle: Throt
 
 def _paced_attempt(client: Client, case: Case, throttle: Throttle) -> Envelope:
     """One attempt once the endpoint's limits have room; what its answer says of them paces the next."""
-    pacer, start = throttle.turn((client.settings.base_url, client.settings.model), client.request_tokens(case))
+    body = client.request_body(case)
+    pacer, start = throttle.turn((client.settings.base_url, client.settings.model), tokens_charged(case, body))
     env: Envelope | None = None
     try:
-        env = client.attempt(case)
+        env = client.attempt(case, body)
     finally:  # a bug of ours raising in the attempt must not leave the start open for ever
         limits = client.provider.rate_limits(env.headers) if env is not None else {}
         pacer.observe(start, rate_limit(limits, "requests"), rate_limit(limits, "tokens"))

@@ -106,9 +106,9 @@ def test_the_actions_base_pins_read_git_the_same_way(planted):
     from envelope_ci.action.basepins import git_in
 
     repo, marker = planted
-    done = git_in(repo / "evals" / "evil", (repo,))("rev-parse", "--show-toplevel")
+    done = git_in(repo / "evals" / "evil")("rev-parse", "--show-toplevel")
     assert done is not None and Path(done.stdout.decode().strip()).resolve() == repo.resolve()
-    git_in(repo / "evals" / "evil", (repo,))("cat-file", "-p", "0" * 40)
+    git_in(repo / "evals" / "evil")("cat-file", "-p", "0" * 40)
     assert not marker.exists()
 
 
